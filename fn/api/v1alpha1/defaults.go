@@ -1,0 +1,189 @@
+package v1alpha1
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupolicy/gpupolicy/fn/version"
+)
+
+// Documented defaults (docs/gpupolicy-v1alpha1.md). kubernetesVersion, driver.version and
+// cuda.version have none: they are the version matrix a person must choose.
+const (
+	DefaultNamespace          = "gpu-system"
+	DefaultGitOps             = GitOpsArgoCD
+	DefaultPriorityClassName  = "system-node-critical"
+	DefaultRuntimeName        = "containerd"
+	DefaultContainerdVersion  = "2.1"
+	DefaultConfigPath         = "/etc/containerd/config.toml"
+	DefaultDropInDir          = "/etc/containerd/conf.d"
+	DefaultSocket             = "/run/containerd/containerd.sock"
+	DefaultRestartMode        = RestartSystemd
+	DefaultDriverSource       = SourcePreinstalled
+	DefaultDriverEnforce      = EnforceBranch
+	DefaultDriverImage        = "nvcr.io/nvidia/driver"
+	DefaultDriverOS           = "ubuntu24.04"
+	DefaultToolkitSource      = SourceContainer
+	DefaultToolkitVersion     = "1.18.0"
+	DefaultToolkitImage       = "nvcr.io/nvidia/k8s/container-toolkit"
+	DefaultRuntimeClassName   = "nvidia"
+	DefaultResourceName       = "nvidia.com/gpu"
+	DefaultMIGStrategy        = MIGNone
+	DefaultDeviceListStrategy = DeviceListCDICRI
+	DefaultReplicas           = 1
+	DefaultExporterPort       = 9400
+	DefaultExporterInterval   = "15s"
+)
+
+// Enumerations of the contract.
+const (
+	GitOpsArgoCD = "argocd"
+	GitOpsFlux   = "flux"
+	GitOpsNone   = "none"
+
+	RestartSystemd = "systemd"
+	RestartSignal  = "signal"
+	RestartNone    = "none"
+
+	SourcePreinstalled = "preinstalled"
+	SourceContainer    = "container"
+
+	EnforceExact  = "exact"
+	EnforceBranch = "branch"
+	EnforceNone   = "none"
+
+	MIGNone   = "none"
+	MIGSingle = "single"
+	MIGMixed  = "mixed"
+
+	DeviceListCDICRI = "cdi-cri"
+	DeviceListEnvvar = "envvar"
+)
+
+// DefaultNodeSelector is the entry gate when spec.nodeSelector is empty.
+func DefaultNodeSelector() map[string]string {
+	return map[string]string{"nvidia.com/gpu.present": "true"}
+}
+
+// DefaultTolerations tolerate the taint GPU nodes commonly carry.
+func DefaultTolerations() []corev1.Toleration {
+	return []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+}
+
+// DefaultIgnoredXIDs are XIDs caused by applications, not by the GPU (13 graphics engine
+// exception, 31 MMU fault, 43 stopped channel, 45 preemptive cleanup, 68 video decoder
+// exception, 109 context switch timeout), the same list as NVIDIA's device plugin.
+func DefaultIgnoredXIDs() []uint64 { return []uint64{13, 31, 43, 45, 68, 109} }
+
+// DefaultGPUPolicyImage is this project's image at the function's own version.
+func DefaultGPUPolicyImage() string { return version.Image + ":" + version.Version }
+
+// Bool returns the value of an optional boolean; nil (unset) reads as false. After Default
+// every optional boolean of the contract is set.
+func Bool(b *bool) bool { return b != nil && *b }
+
+func ptr[T any](v T) *T { return &v }
+
+func orDefault(s *string, def string) {
+	if *s == "" {
+		*s = def
+	}
+}
+
+func boolDefault(b **bool, def bool) {
+	if *b == nil {
+		*b = ptr(def)
+	}
+}
+
+// Default fills every unset field with its documented default, in place, and resolves each
+// node pool's device plugin settings against spec.devicePlugin, so renderers read concrete
+// values only. It never touches a field the user set.
+func Default(p *GPUPolicy) {
+	s := &p.Spec
+	orDefault(&s.Namespace, DefaultNamespace)
+	orDefault(&s.GitOps, DefaultGitOps)
+	orDefault(&s.PriorityClassName, DefaultPriorityClassName)
+	if len(s.NodeSelector) == 0 {
+		s.NodeSelector = DefaultNodeSelector()
+	}
+	if s.Tolerations == nil {
+		s.Tolerations = DefaultTolerations()
+	}
+
+	cr := &s.ContainerRuntime
+	orDefault(&cr.Name, DefaultRuntimeName)
+	orDefault(&cr.Version, DefaultContainerdVersion)
+	orDefault(&cr.ConfigPath, DefaultConfigPath)
+	orDefault(&cr.DropInDir, DefaultDropInDir)
+	orDefault(&cr.Socket, DefaultSocket)
+	orDefault(&cr.RestartMode, DefaultRestartMode)
+
+	d := &s.Driver
+	orDefault(&d.Source, DefaultDriverSource)
+	orDefault(&d.Enforce, DefaultDriverEnforce)
+	orDefault(&d.Image, DefaultDriverImage)
+	orDefault(&d.OS, DefaultDriverOS)
+
+	t := &s.Toolkit
+	orDefault(&t.Source, DefaultToolkitSource)
+	orDefault(&t.Version, DefaultToolkitVersion)
+	orDefault(&t.Image, DefaultToolkitImage)
+	orDefault(&t.RuntimeClassName, DefaultRuntimeClassName)
+	boolDefault(&t.SetAsDefault, false)
+	boolDefault(&t.CDI, true)
+
+	defaultDevicePlugin(&s.DevicePlugin, DevicePlugin{
+		ResourceName:       DefaultResourceName,
+		MIGStrategy:        DefaultMIGStrategy,
+		DeviceListStrategy: DefaultDeviceListStrategy,
+		Sharing:            &Sharing{TimeSlicing: &TimeSlicing{Replicas: DefaultReplicas}},
+		HealthChecks:       &HealthChecks{Enabled: ptr(true), IgnoredXIDs: DefaultIgnoredXIDs()},
+	})
+	for i := range s.NodePools {
+		np := &s.NodePools[i]
+		if np.DevicePlugin == nil {
+			np.DevicePlugin = &DevicePlugin{}
+		}
+		defaultDevicePlugin(np.DevicePlugin, s.DevicePlugin)
+	}
+
+	boolDefault(&s.FeatureDiscovery.Enabled, true)
+
+	e := &s.Exporter
+	boolDefault(&e.Enabled, true)
+	if e.Port == 0 {
+		e.Port = DefaultExporterPort
+	}
+	orDefault(&e.Interval, DefaultExporterInterval)
+	boolDefault(&e.ServiceMonitor, true)
+	boolDefault(&e.PodAttribution, true)
+
+	boolDefault(&s.Guardrails.Enabled, true)
+	orDefault(&s.Images.GPUPolicy, DefaultGPUPolicyImage())
+}
+
+// defaultDevicePlugin fills dp's unset fields from base (a fully defaulted DevicePlugin).
+// Nested values are copied, never shared, so a later edit of one pool cannot leak into another.
+func defaultDevicePlugin(dp *DevicePlugin, base DevicePlugin) {
+	orDefault(&dp.ResourceName, base.ResourceName)
+	orDefault(&dp.MIGStrategy, base.MIGStrategy)
+	orDefault(&dp.DeviceListStrategy, base.DeviceListStrategy)
+	if dp.Sharing == nil {
+		dp.Sharing = &Sharing{}
+	}
+	if dp.Sharing.TimeSlicing == nil {
+		dp.Sharing.TimeSlicing = &TimeSlicing{}
+	}
+	if dp.Sharing.TimeSlicing.Replicas == 0 {
+		dp.Sharing.TimeSlicing.Replicas = base.Sharing.TimeSlicing.Replicas
+	}
+	if dp.HealthChecks == nil {
+		dp.HealthChecks = &HealthChecks{}
+	}
+	boolDefault(&dp.HealthChecks.Enabled, Bool(base.HealthChecks.Enabled))
+	if dp.HealthChecks.IgnoredXIDs == nil {
+		dp.HealthChecks.IgnoredXIDs = slices.Clone(base.HealthChecks.IgnoredXIDs)
+	}
+}

@@ -1,0 +1,162 @@
+// Package v1alpha1 is the GPUPolicy API: the compact, committed description of a GPU fleet that
+// the function expands into rendered manifests. Field names are a contract (tests outside this
+// repository use them); add fields, never rename. Defaults live in defaults.go only, strict
+// decoding with field paths in decode.go. The reference document is docs/gpupolicy-v1alpha1.md.
+package v1alpha1
+
+import corev1 "k8s.io/api/core/v1"
+
+const (
+	Group      = "gpupolicy.dev"
+	Version    = "v1alpha1"
+	APIVersion = Group + "/" + Version
+	Kind       = "GPUPolicy"
+)
+
+// GPUPolicy is the one object a platform team writes for its GPU fleet.
+type GPUPolicy struct {
+	APIVersion string     `json:"apiVersion"`
+	Kind       string     `json:"kind"`
+	Metadata   ObjectMeta `json:"metadata"`
+	Spec       Spec       `json:"spec"`
+}
+
+// ObjectMeta is the part of Kubernetes object metadata a GPUPolicy may carry. The policy is
+// never applied to a cluster, so server-set fields have no meaning here.
+type ObjectMeta struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Spec is the desired state of every GPU node of one cluster.
+type Spec struct {
+	// Namespace receives every namespaced object. Default gpu-system.
+	Namespace string `json:"namespace,omitempty"`
+	// KubernetesVersion is the minor of the target cluster ("1.34"). Required.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// GitOps selects the ordering metadata: argocd | flux | none. Default argocd.
+	GitOps string `json:"gitops,omitempty"`
+	// Registry replaces the registry host of every image (air-gapped mirrors). Default none.
+	Registry string `json:"registry,omitempty"`
+	// ImagePullSecrets are secret names added to every pod.
+	ImagePullSecrets []string `json:"imagePullSecrets,omitempty"`
+	// NodeSelector is the entry gate: which nodes are GPU nodes.
+	// Default {nvidia.com/gpu.present: "true"}.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations are added to every DaemonSet. Default: tolerate nvidia.com/gpu:NoSchedule.
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// PriorityClassName of every DaemonSet pod. Default system-node-critical.
+	PriorityClassName string           `json:"priorityClassName,omitempty"`
+	ContainerRuntime  ContainerRuntime `json:"containerRuntime"`
+	Driver            Driver           `json:"driver"`
+	CUDA              CUDA             `json:"cuda"`
+	Toolkit           Toolkit          `json:"toolkit"`
+	DevicePlugin      DevicePlugin     `json:"devicePlugin"`
+	FeatureDiscovery  FeatureDiscovery `json:"featureDiscovery"`
+	Exporter          Exporter         `json:"exporter"`
+	// NodePools are disjoint subsets of the GPU nodes with their own device plugin settings.
+	NodePools  []NodePool `json:"nodePools,omitempty"`
+	Guardrails Guardrails `json:"guardrails"`
+	Images     Images     `json:"images"`
+}
+
+// ContainerRuntime describes the nodes' container runtime; only containerd in v1alpha1.
+type ContainerRuntime struct {
+	Name string `json:"name,omitempty"` // containerd
+	// Version is the containerd minor on the nodes ("1.7", "2.1"): it decides the config
+	// version (2 below 2.0, 3 from 2.0) and whether the drop-in must carry the node's CRI
+	// settings (imports replace whole plugin tables before 2.1).
+	Version     string `json:"version,omitempty"`
+	ConfigPath  string `json:"configPath,omitempty"`
+	DropInDir   string `json:"dropInDir,omitempty"`
+	Socket      string `json:"socket,omitempty"`
+	RestartMode string `json:"restartMode,omitempty"` // systemd | signal | none
+}
+
+// Driver is the NVIDIA kernel driver the nodes must run.
+type Driver struct {
+	Source  string `json:"source,omitempty"`  // preinstalled | container
+	Version string `json:"version,omitempty"` // required, e.g. "580.95.05"
+	Enforce string `json:"enforce,omitempty"` // exact | branch | none
+	Image   string `json:"image,omitempty"`   // source=container: repository; tag is <version>-<os>
+	// OS is the tag suffix of NVIDIA's driver image for source=container ("ubuntu24.04").
+	OS string `json:"os,omitempty"`
+}
+
+// CUDA is the CUDA version of the workloads; driver.version must support it.
+type CUDA struct {
+	Version string `json:"version,omitempty"` // required, e.g. "12.8"
+}
+
+// Toolkit is nvidia-container-toolkit and the runtime handler it gives containerd.
+type Toolkit struct {
+	Source  string `json:"source,omitempty"` // container | preinstalled
+	Version string `json:"version,omitempty"`
+	Image   string `json:"image,omitempty"`
+	// RuntimeClassName names the RuntimeClass and the containerd runtime handler.
+	RuntimeClassName string `json:"runtimeClassName,omitempty"`
+	// SetAsDefault makes the nvidia runtime containerd's default runtime.
+	SetAsDefault *bool `json:"setAsDefault,omitempty"`
+	// CDI makes the runtime inject devices through CDI specs.
+	CDI *bool `json:"cdi,omitempty"`
+}
+
+// DevicePlugin configures the kubelet device plugin. In a node pool every field is optional
+// and falls back to spec.devicePlugin.
+type DevicePlugin struct {
+	ResourceName       string        `json:"resourceName,omitempty"`
+	MIGStrategy        string        `json:"migStrategy,omitempty"`        // none | single | mixed
+	DeviceListStrategy string        `json:"deviceListStrategy,omitempty"` // cdi-cri | envvar
+	Sharing            *Sharing      `json:"sharing,omitempty"`
+	HealthChecks       *HealthChecks `json:"healthChecks,omitempty"`
+}
+
+// Sharing of a GPU between containers.
+type Sharing struct {
+	TimeSlicing *TimeSlicing `json:"timeSlicing,omitempty"`
+}
+
+// TimeSlicing advertises every GPU Replicas times.
+type TimeSlicing struct {
+	Replicas int `json:"replicas,omitempty"`
+}
+
+// HealthChecks turns NVML XID events into device health.
+type HealthChecks struct {
+	Enabled     *bool    `json:"enabled,omitempty"`
+	IgnoredXIDs []uint64 `json:"ignoredXIDs,omitempty"`
+}
+
+// FeatureDiscovery labels nodes with GPU features (gpu-feature-discovery's label names).
+type FeatureDiscovery struct {
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// Exporter is the dcgm-exporter compatible metrics DaemonSet.
+type Exporter struct {
+	Enabled        *bool  `json:"enabled,omitempty"`
+	Port           int    `json:"port,omitempty"`
+	Interval       string `json:"interval,omitempty"` // Go duration
+	ServiceMonitor *bool  `json:"serviceMonitor,omitempty"`
+	PodAttribution *bool  `json:"podAttribution,omitempty"`
+}
+
+// NodePool is a disjoint subset of GPU nodes with its own device plugin settings.
+type NodePool struct {
+	Name         string            `json:"name"`
+	NodeSelector map[string]string `json:"nodeSelector"`
+	DevicePlugin *DevicePlugin     `json:"devicePlugin,omitempty"`
+}
+
+// Guardrails are ValidatingAdmissionPolicies that confine the node agent to the nvidia.com/
+// labels of its own node.
+type Guardrails struct {
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// Images overrides this project's image (default: the function's own version).
+type Images struct {
+	GPUPolicy string `json:"gpupolicy,omitempty"`
+}

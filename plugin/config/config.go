@@ -1,0 +1,115 @@
+// Package config is the contract between the function (fn/), which renders these documents
+// into ConfigMaps, and the node programs (plugin/), which read them. One Go type per file
+// format keeps both sides in step: a field renamed here breaks the build on both sides.
+//
+// Every document is YAML (JSON field names) and is decoded strictly.
+package config
+
+// File names inside the rendered ConfigMaps and the directories the DaemonSets mount them at.
+const (
+	AgentConfigMap        = "gpu-node-agent"       // key AgentConfigFile
+	AgentConfigFile       = "config.yaml"          //
+	AgentConfigDir        = "/etc/gpupolicy/agent" // mount point in the agent containers
+	DropInConfigMap       = "gpu-containerd-drop-in"
+	DropInFile            = "99-gpupolicy-nvidia.toml" // key in DropInConfigMap and file name in dropInDir
+	DropInDir             = "/etc/gpupolicy/containerd"
+	DevicePluginConfigMap = "gpu-device-plugin" // "-<pool>" appended for node pools
+	DevicePluginFile      = "config.yaml"
+	DevicePluginDir       = "/etc/gpupolicy/device-plugin"
+
+	// ToolkitStatusFile is written under --host-root by `gpu-node-agent toolkit install` once
+	// containerd is verified to have loaded the handler; the gate reads it (read-only mount)
+	// so the unprivileged agent never needs the containerd socket.
+	ToolkitStatusFile = "/var/lib/gpupolicy/toolkit-status.json"
+	// ToolkitInstallDir is where toolkit.source=container puts NVIDIA's runtime binaries.
+	ToolkitInstallDir = "/usr/local/nvidia/toolkit"
+)
+
+// Agent is the node agent's configuration (ConfigMap AgentConfigMap, key AgentConfigFile).
+type Agent struct {
+	// Interval between re-validations of every stage by `gate`, a Go duration ("30s").
+	Interval         string           `json:"interval"`
+	Driver           AgentDriver      `json:"driver"`
+	CUDAVersion      string           `json:"cudaVersion"`
+	ContainerRuntime ContainerRuntime `json:"containerRuntime"`
+	Toolkit          AgentToolkit     `json:"toolkit"`
+	// Stages that are enabled in the policy; a disabled stage's label is never opened.
+	Stages Stages `json:"stages"`
+	// DevicePlugin settings of the nodes outside every pool, and of each pool; the agent
+	// finds its node's pool by the pool's nodeSelector (pools are disjoint by validation).
+	DevicePlugin DevicePlugin `json:"devicePlugin"`
+	NodePools    []AgentPool  `json:"nodePools,omitempty"`
+}
+
+// AgentDriver is what a node's driver must satisfy before its toolkit gate opens.
+type AgentDriver struct {
+	Source  string `json:"source"`  // preinstalled | container
+	Version string `json:"version"` // expected, e.g. 580.95.05
+	Enforce string `json:"enforce"` // exact | branch | none
+}
+
+// ContainerRuntime mirrors spec.containerRuntime of the policy.
+type ContainerRuntime struct {
+	Name        string `json:"name"`
+	Version     string `json:"version"` // containerd minor on the nodes, e.g. "1.7"
+	ConfigPath  string `json:"configPath"`
+	DropInDir   string `json:"dropInDir"`
+	Socket      string `json:"socket"`
+	RestartMode string `json:"restartMode"` // systemd | signal | none
+}
+
+// AgentToolkit is what the toolkit stage installs and the gate verifies.
+type AgentToolkit struct {
+	Source           string `json:"source"` // container | preinstalled
+	Version          string `json:"version"`
+	RuntimeClassName string `json:"runtimeClassName"` // also the containerd runtime handler name
+	RuntimePath      string `json:"runtimePath"`      // nvidia-container-runtime on the host
+	CDI              bool   `json:"cdi"`
+	// DropInSHA256 is the sha256 (hex) of the rendered drop-in; the gate compares it with the
+	// status file so a node running an older drop-in does not pass.
+	DropInSHA256 string `json:"dropInSHA256"`
+}
+
+// Stages says which optional stages the policy enables.
+type Stages struct {
+	FeatureDiscovery bool `json:"featureDiscovery"`
+	Exporter         bool `json:"exporter"`
+}
+
+// AgentPool is a node pool as the agent needs it: to pick its node's device plugin settings
+// (for the gpu.replicas / sharing-strategy / mig.strategy labels).
+type AgentPool struct {
+	Name         string            `json:"name"`
+	NodeSelector map[string]string `json:"nodeSelector"`
+	DevicePlugin DevicePlugin      `json:"devicePlugin"`
+}
+
+// DevicePlugin is the device plugin's configuration (ConfigMap DevicePluginConfigMap[-pool],
+// key DevicePluginFile), fully defaulted by the function.
+type DevicePlugin struct {
+	Pool               string       `json:"pool,omitempty"` // "" for the nodes outside every pool
+	ResourceName       string       `json:"resourceName"`
+	MIGStrategy        string       `json:"migStrategy"`        // none | single | mixed
+	DeviceListStrategy string       `json:"deviceListStrategy"` // cdi-cri | envvar
+	Sharing            Sharing      `json:"sharing"`
+	HealthChecks       HealthChecks `json:"healthChecks"`
+}
+
+// Sharing of one GPU between containers.
+type Sharing struct {
+	TimeSlicing TimeSlicing `json:"timeSlicing"`
+}
+
+// TimeSlicing advertises each GPU Replicas times (ids "<uuid>::<n>"); 1 means no sharing.
+type TimeSlicing struct {
+	Replicas int `json:"replicas"`
+}
+
+// HealthChecks configures XID-based device health.
+type HealthChecks struct {
+	Enabled     bool     `json:"enabled"`
+	IgnoredXIDs []uint64 `json:"ignoredXIDs"`
+	// RecoveryPeriod: a device that was marked Unhealthy is Healthy again after NVML reports
+	// it sane for this long (Go duration). Empty means the plugin's default.
+	RecoveryPeriod string `json:"recoveryPeriod,omitempty"`
+}

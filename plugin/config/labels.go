@@ -1,0 +1,48 @@
+package config
+
+// Node label keys. The stage keys are GPU Operator's, so runbooks and node selectors carry over.
+const (
+	// LabelGPUPresent is the default entry gate (spec.nodeSelector); set by a person or NFD.
+	LabelGPUPresent = "nvidia.com/gpu.present"
+
+	LabelDeployDriver           = "nvidia.com/gpu.deploy.driver"
+	LabelDeployToolkit          = "nvidia.com/gpu.deploy.container-toolkit"
+	LabelDeployDevicePlugin     = "nvidia.com/gpu.deploy.device-plugin"
+	LabelDeployFeatureDiscovery = "nvidia.com/gpu.deploy.gpu-feature-discovery"
+	LabelDeployExporter         = "nvidia.com/gpu.deploy.dcgm-exporter"
+
+	// LabelToolkitReady is opened with the toolkit stage's downstream gates; the RuntimeClass
+	// selects on it so a pod with runtimeClassName lands only where containerd has the handler.
+	// It is separate from the device-plugin gate so opting a node out of the device plugin
+	// does not also hide the runtime.
+	LabelToolkitReady = "nvidia.com/gpu.toolkit.ready"
+
+	LabelDriverVersion = "nvidia.com/gpu.driver.version"
+	// LabelDriverDrift is "true" while the node's driver does not satisfy driver.version
+	// under the policy's enforce rule (annotation AnnotationDriverDrift says expected vs found).
+	LabelDriverDrift = "nvidia.com/gpu.driver.drift"
+
+	// AnnotationGateStatus holds the agent's last verdict per stage as JSON
+	// ({"driver":{"ready":true,"reason":"..."},...}); doctor reads it.
+	AnnotationGateStatus  = "nvidia.com/gpu.gate-status"
+	AnnotationDriverDrift = "nvidia.com/gpu.driver.drift"
+
+	// ManagedPrefix: the only label/annotation prefix the agent may change (guardrails enforce it).
+	ManagedPrefix = "nvidia.com/"
+)
+
+// GateValue of an open gate. A gate label set to "false" by a person is an opt-out the agent
+// never overwrites; an absent label is a closed gate the agent may open.
+const (
+	GateOpen   = "true"
+	GateOptOut = "false"
+)
+
+// Stage names, in order. Each stage's DaemonSet requires its deploy label In [true].
+const (
+	StageDriver           = "driver"
+	StageToolkit          = "container-toolkit"
+	StageDevicePlugin     = "device-plugin"
+	StageFeatureDiscovery = "gpu-feature-discovery"
+	StageExporter         = "dcgm-exporter"
+)
