@@ -1,0 +1,101 @@
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+)
+
+const usage = `gpu-device-plugin advertises this node's NVIDIA GPUs to the kubelet (deviceplugin/v1beta1).
+
+It serves one socket per resource in --plugin-dir, registers whenever the kubelet's
+kubelet.sock appears there (also after kubelet restarts), marks devices Unhealthy on critical
+XIDs, ECC errors or a GPU that stops answering, and brings them back once NVML reports them
+sane for healthChecks.recoveryPeriod.
+
+Usage:
+  gpu-device-plugin [flags]
+
+Flags:
+`
+
+// Main is the gpu-device-plugin command: it parses args, runs until ctx ends and returns the
+// exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gpu-device-plugin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pluginDir := fs.String("plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device plugin directory; kubelet.sock is watched there and the plugin sockets are created there")
+	configFile := fs.String("config", "", "device plugin config (YAML, rendered by gpupolicy-fn into ConfigMap "+config.DevicePluginConfigMap+"[-<pool>]); empty: the GPUPolicy defaults")
+	hostRoot := fs.String("host-root", "/", "where the host's root filesystem is mounted; NUMA nodes are read from <host-root>/sys/bus/pci/devices")
+	mock := fs.String("nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(gpunvml.Mocks(), ", ")+")")
+	probe := fs.Duration("probe-interval", 5*time.Second, "how often each GPU is probed (answers NVML, uncorrected ECC count) for health and recovery")
+	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "node name for the logs (default $NODE_NAME)")
+	logFormat := fs.String("log-format", "json", "log format: json or text")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gpu-device-plugin: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	log, err := newLogger(stderr, *logFormat, *nodeName)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpu-device-plugin: %v\n", err)
+		return 2
+	}
+	cfg := DefaultConfig()
+	if *configFile != "" {
+		if cfg, err = LoadConfig(*configFile); err != nil {
+			log.Error("cannot load config", "error", err)
+			return 1
+		}
+	}
+	lib, err := gpunvml.Open(*mock)
+	if err != nil {
+		log.Error("cannot open NVML", "error", err)
+		return 1
+	}
+	defer lib.Shutdown()
+	m, err := New(Options{Lib: lib, Config: cfg, PluginDir: *pluginDir, HostRoot: *hostRoot, Logger: log, ProbeInterval: *probe})
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return 1
+	}
+	for _, p := range m.Plugins() {
+		log.Info("resource", "resource", p.Resource(), "socket", p.Socket())
+	}
+	if err := m.Run(ctx); err != nil {
+		log.Error("device plugin failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format, node string) (*slog.Logger, error) {
+	var h slog.Handler
+	switch format {
+	case "json":
+		h = slog.NewJSONHandler(w, nil)
+	case "text":
+		h = slog.NewTextHandler(w, nil)
+	default:
+		return nil, fmt.Errorf("--log-format %q: want json or text", format)
+	}
+	return slog.New(h).With("node", node, "stage", config.StageDevicePlugin), nil
+}

@@ -1,0 +1,153 @@
+// Package deviceplugin runs the GPU device plugin: it reads the node's GPUs from NVML, serves
+// one deviceplugin/v1beta1 socket per resource (package server), feeds device health into the
+// ListAndWatch streams (package health), and registers with the kubelet whenever kubelet.sock
+// appears — at start, after start, and after every kubelet restart.
+//
+// Data flows one way: NVML -> devices (what exists) -> server (what the kubelet sees), with
+// health and topology on the side.
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/devices"
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/health"
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/server"
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/topology"
+)
+
+// KubeletSocket is the kubelet's registration socket inside the plugin dir.
+const KubeletSocket = "kubelet.sock"
+
+// Options configure a Manager. Zero durations take the defaults.
+type Options struct {
+	Lib       nvml.Interface
+	Config    config.DevicePlugin
+	PluginDir string
+	HostRoot  string
+	Logger    *slog.Logger
+
+	// Health tuning (the recovery period comes from Config).
+	ProbeInterval time.Duration
+	WaitTimeout   time.Duration
+	// Registration retry: first delay, doubling up to RetryMax, at most RetryAttempts tries
+	// per kubelet.sock appearance; the next appearance starts over.
+	RetryInitial  time.Duration
+	RetryMax      time.Duration
+	RetryAttempts int
+}
+
+// Manager owns the plugins of one node.
+type Manager struct {
+	opts    Options
+	log     *slog.Logger
+	gpus    []devices.GPU
+	plugins []*server.Plugin
+	monitor *health.Monitor
+}
+
+// New enumerates the GPUs and builds one plugin per resource; nothing is served yet.
+func New(opts Options) (*Manager, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.RetryInitial <= 0 {
+		opts.RetryInitial = 10 * time.Millisecond
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = 5 * time.Second
+	}
+	if opts.RetryAttempts <= 0 {
+		opts.RetryAttempts = 12
+	}
+	if err := ValidateConfig(opts.Config); err != nil {
+		return nil, fmt.Errorf("device plugin config: %w", err)
+	}
+	recovery, _ := RecoveryPeriod(opts.Config)
+	gpus, err := devices.Enumerate(opts.Lib, opts.HostRoot)
+	if err != nil {
+		return nil, err
+	}
+	resources, err := devices.Resources(gpus, opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("device plugin config: %w", err)
+	}
+	m := &Manager{opts: opts, log: opts.Logger, gpus: gpus}
+	graph := topology.Build(gpus)
+	for _, res := range resources {
+		m.plugins = append(m.plugins, server.New(res, server.Options{
+			PluginDir: opts.PluginDir, DeviceListStrategy: opts.Config.DeviceListStrategy, Graph: graph, Logger: opts.Logger,
+		}))
+	}
+	if opts.Config.HealthChecks.Enabled {
+		m.monitor = health.New(opts.Lib, gpus, health.Options{
+			IgnoredXIDs: opts.Config.HealthChecks.IgnoredXIDs, RecoveryPeriod: recovery,
+			ProbeInterval: opts.ProbeInterval, WaitTimeout: opts.WaitTimeout, Logger: opts.Logger,
+		})
+	}
+	return m, nil
+}
+
+// GPUs are the GPUs found at start.
+func (m *Manager) GPUs() []devices.GPU { return m.gpus }
+
+// Plugins are the per-resource plugins, sorted by resource name.
+func (m *Manager) Plugins() []*server.Plugin { return m.plugins }
+
+// Run serves until ctx ends, then stops every server and removes its socket. It returns an
+// error only when it cannot start (plugin dir missing, socket not creatable); a kubelet that
+// goes away or refuses registration is waited for, never a reason to exit.
+func (m *Manager) Run(ctx context.Context) error {
+	if st, err := os.Stat(m.opts.PluginDir); err != nil || !st.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		return fmt.Errorf("--plugin-dir %s: %w (mount the kubelet's device-plugins directory there)", m.opts.PluginDir, err)
+	}
+	w, err := newKubeletWatch(m.opts.PluginDir, m.plugins, m.log)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	defer m.stopAll()
+	for _, p := range m.plugins {
+		if err := p.Start(); err != nil {
+			return err
+		}
+	}
+	m.log.Info("device plugin started", "gpus", len(m.gpus), "resources", len(m.plugins))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if m.monitor != nil {
+		wg.Go(func() { m.monitor.Run(ctx, m.applyHealth) })
+	}
+	wg.Go(func() { w.run(ctx) })
+	wg.Go(func() { m.registerLoop(ctx, w.triggers) })
+	<-ctx.Done()
+	wg.Wait()
+	m.log.Info("device plugin stopped")
+	return nil
+}
+
+func (m *Manager) applyHealth(u health.Update) {
+	for _, p := range m.plugins {
+		p.SetHealth(u.UUID, u.Healthy, u.Reason)
+	}
+}
+
+func (m *Manager) stopAll() {
+	for _, p := range m.plugins {
+		p.Stop()
+	}
+}

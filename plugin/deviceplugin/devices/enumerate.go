@@ -1,0 +1,168 @@
+// Package devices turns what NVML reports (GPUs, their MIG devices, PCI bus ids, NUMA nodes)
+// into the device plugin's resources: which resource name advertises which device ids, under
+// the policy's MIG strategy and time-slicing replicas.
+package devices
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// GPU is one physical GPU as NVML reports it.
+type GPU struct {
+	Index  int
+	UUID   string
+	Name   string
+	BusID  string // sysfs form, lower case: "0000:07:00.0"
+	NUMA   int    // -1 when unknown
+	Handle nvml.Device
+	// MIGEnabled is the current MIG mode; MIG lists its MIG devices (empty when none exist).
+	MIGEnabled bool
+	MIG        []MIG
+}
+
+// MIG is one MIG device (a compute instance) of a GPU.
+type MIG struct {
+	UUID    string
+	Profile string // "1g.5gb", "1c.3g.20gb", ...
+	GIID    int
+	CIID    int
+	Handle  nvml.Device
+}
+
+// Enumerate lists the GPUs NVML sees, with MIG devices and NUMA nodes. The NUMA node of a GPU
+// is read from <hostRoot>/sys/bus/pci/devices/<bus id>/numa_node, the kernel's own answer;
+// NVML's is used only when sysfs has none.
+func Enumerate(lib nvml.Interface, hostRoot string) ([]GPU, error) {
+	count, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("nvml: device count: %s", nvml.ErrorString(ret))
+	}
+	gpus := make([]GPU, 0, count)
+	for i := range count {
+		dev, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("nvml: GPU %d: handle: %s", i, nvml.ErrorString(ret))
+		}
+		g, err := describeGPU(i, dev, hostRoot)
+		if err != nil {
+			return nil, err
+		}
+		gpus = append(gpus, g)
+	}
+	return gpus, nil
+}
+
+func describeGPU(i int, dev nvml.Device, hostRoot string) (GPU, error) {
+	g := GPU{Index: i, Handle: dev, NUMA: -1}
+	var ret nvml.Return
+	if g.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
+		return g, fmt.Errorf("nvml: GPU %d: uuid: %s", i, nvml.ErrorString(ret))
+	}
+	g.Name, _ = dev.GetName()
+	if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
+		g.BusID = SysfsBusID(pci)
+	}
+	g.NUMA = numaNode(hostRoot, g.BusID)
+	if g.NUMA < 0 {
+		if n, ret := dev.GetNumaNodeId(); ret == nvml.SUCCESS && n >= 0 {
+			g.NUMA = n
+		}
+	}
+	cur, _, ret := dev.GetMigMode()
+	switch ret {
+	case nvml.SUCCESS:
+		g.MIGEnabled = cur == nvml.DEVICE_MIG_ENABLE
+	case nvml.ERROR_NOT_SUPPORTED:
+	default:
+		return g, fmt.Errorf("nvml: GPU %d (%s): MIG mode: %s", i, g.UUID, nvml.ErrorString(ret))
+	}
+	if !g.MIGEnabled {
+		return g, nil
+	}
+	migs, err := enumerateMIG(dev)
+	if err != nil {
+		return g, fmt.Errorf("nvml: GPU %d (%s): %w", i, g.UUID, err)
+	}
+	g.MIG = migs
+	return g, nil
+}
+
+func enumerateMIG(dev nvml.Device) ([]MIG, error) {
+	maxCount, ret := dev.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("MIG device count: %s", nvml.ErrorString(ret))
+	}
+	var migs []MIG
+	for n := range maxCount {
+		h, ret := dev.GetMigDeviceHandleByIndex(n)
+		if ret == nvml.ERROR_NOT_FOUND {
+			continue
+		}
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("MIG device %d: %s", n, nvml.ErrorString(ret))
+		}
+		m := MIG{Handle: h}
+		if m.UUID, ret = h.GetUUID(); ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("MIG device %d: uuid: %s", n, nvml.ErrorString(ret))
+		}
+		attr, ret := h.GetAttributes()
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("MIG device %s: attributes: %s", m.UUID, nvml.ErrorString(ret))
+		}
+		m.Profile = ProfileName(attr)
+		m.GIID, _ = h.GetGpuInstanceId()
+		m.CIID, _ = h.GetComputeInstanceId()
+		migs = append(migs, m)
+	}
+	return migs, nil
+}
+
+// ProfileName is the MIG profile name nvidia-smi and NVIDIA's device plugin use:
+// "<g>g.<mem>gb", or "<c>c.<g>g.<mem>gb" when the compute instance spans fewer slices than its
+// GPU instance. Memory is rounded up to whole GB (4864 MB -> 5gb).
+func ProfileName(a nvml.DeviceAttributes) string {
+	gb := int(math.Ceil(float64(a.MemorySizeMB) / 1024))
+	if a.ComputeInstanceSliceCount != 0 && a.ComputeInstanceSliceCount != a.GpuInstanceSliceCount {
+		return fmt.Sprintf("%dc.%dg.%dgb", a.ComputeInstanceSliceCount, a.GpuInstanceSliceCount, gb)
+	}
+	return fmt.Sprintf("%dg.%dgb", a.GpuInstanceSliceCount, gb)
+}
+
+// SysfsBusID converts NVML's bus id ("00000000:07:00.0") to the kernel's ("0000:07:00.0").
+func SysfsBusID(p nvml.PciInfo) string {
+	b := make([]byte, 0, len(p.BusId))
+	for _, c := range p.BusId {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	id := strings.ToLower(string(b))
+	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) > 4 {
+		id = dom[len(dom)-4:] + ":" + rest
+	}
+	return id
+}
+
+// numaNode reads the NUMA node of a PCI device from sysfs; -1 when unknown.
+func numaNode(hostRoot, busID string) int {
+	if busID == "" {
+		return -1
+	}
+	b, err := os.ReadFile(filepath.Join(hostRoot, "sys", "bus", "pci", "devices", busID, "numa_node"))
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}

@@ -1,0 +1,279 @@
+// Package health decides whether each GPU and MIG device is Healthy, from NVML events (critical
+// XID errors, double-bit ECC errors) and periodic probes (does the GPU still answer, did its
+// uncorrected ECC count rise), and lets devices recover.
+//
+// The rule: a device is marked Unhealthy at once on a bad signal — a critical XID not in the
+// ignored list, a double-bit ECC event, a rise of its volatile uncorrected ECC count, or a query
+// NVML cannot answer. It is Healthy again when RecoveryPeriod has passed since its last bad
+// signal and the latest probe succeeded. A GPU that keeps failing keeps refreshing its last bad
+// signal and so stays Unhealthy; one that had a single transient XID comes back on its own,
+// unlike NVIDIA's plugin, where an Unhealthy device stays so until the plugin restarts.
+package health
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/devices"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultRecoveryPeriod = 2 * time.Minute
+	DefaultProbeInterval  = 5 * time.Second
+	DefaultWaitTimeout    = time.Second
+)
+
+// noInstance is NVML's GPU/compute instance id meaning "the whole GPU" in event data.
+const noInstance = ^uint32(0)
+
+// Options tune the monitor.
+type Options struct {
+	IgnoredXIDs    []uint64
+	RecoveryPeriod time.Duration
+	ProbeInterval  time.Duration
+	// WaitTimeout bounds one blocking NVML event wait, and so how long shutdown can take.
+	WaitTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// Update reports a change of one device's health.
+type Update struct {
+	UUID    string
+	Healthy bool
+	Reason  string
+}
+
+type deviceState struct {
+	healthy bool
+	lastBad time.Time
+}
+
+// Monitor watches the health of a node's GPUs and their MIG devices.
+type Monitor struct {
+	lib     nvml.Interface
+	gpus    []devices.GPU
+	opts    Options
+	ignored map[uint64]bool
+	state   map[string]*deviceState
+	ecc     map[string]uint64
+	log     *slog.Logger
+}
+
+// New returns a monitor for gpus; every device starts Healthy.
+func New(lib nvml.Interface, gpus []devices.GPU, opts Options) *Monitor {
+	if opts.RecoveryPeriod <= 0 {
+		opts.RecoveryPeriod = DefaultRecoveryPeriod
+	}
+	if opts.ProbeInterval <= 0 {
+		opts.ProbeInterval = DefaultProbeInterval
+	}
+	if opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = DefaultWaitTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	m := &Monitor{lib: lib, gpus: gpus, opts: opts, ignored: map[uint64]bool{}, state: map[string]*deviceState{},
+		ecc: map[string]uint64{}, log: opts.Logger}
+	for _, x := range opts.IgnoredXIDs {
+		m.ignored[x] = true
+	}
+	for _, g := range gpus {
+		m.state[g.UUID] = &deviceState{healthy: true}
+		for _, mig := range g.MIG {
+			m.state[mig.UUID] = &deviceState{healthy: true}
+		}
+	}
+	return m
+}
+
+// Run watches until ctx ends, calling report for every change of a device's health. report
+// runs on Run's goroutine; it must not block for long.
+func (m *Monitor) Run(ctx context.Context, report func(Update)) {
+	events := make(chan nvml.EventData, 64)
+	if set := m.registerEvents(); set != nil {
+		done := make(chan struct{})
+		go m.waitEvents(ctx, set, events, done)
+		defer func() { <-done; set.Free() }()
+	}
+	ticker := time.NewTicker(m.opts.ProbeInterval)
+	defer ticker.Stop()
+	m.probe(time.Now(), report)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-events:
+			m.handleEvent(ev, time.Now(), report)
+		case now := <-ticker.C:
+			m.probe(now, report)
+		}
+	}
+}
+
+// registerEvents creates an event set with every GPU's critical events; nil when NVML has no
+// events at all, in which case health rests on the probes.
+func (m *Monitor) registerEvents() nvml.EventSet {
+	set, ret := m.lib.EventSetCreate()
+	if ret != nvml.SUCCESS {
+		m.log.Warn("NVML event set unavailable; health relies on probes only", "error", nvml.ErrorString(ret))
+		return nil
+	}
+	for _, g := range m.gpus {
+		want := uint64(nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError)
+		supported, ret := g.Handle.GetSupportedEventTypes()
+		if ret == nvml.SUCCESS {
+			want &= supported
+		}
+		if ret := g.Handle.RegisterEvents(want, set); ret != nvml.SUCCESS {
+			m.log.Warn("GPU events unavailable; its health relies on probes only", "gpu", g.UUID, "error", nvml.ErrorString(ret))
+		}
+	}
+	return set
+}
+
+func (m *Monitor) waitEvents(ctx context.Context, set nvml.EventSet, out chan<- nvml.EventData, done chan<- struct{}) {
+	defer close(done)
+	timeout := uint32(m.opts.WaitTimeout / time.Millisecond)
+	for ctx.Err() == nil {
+		ev, ret := set.Wait(timeout)
+		switch ret {
+		case nvml.SUCCESS:
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		case nvml.ERROR_TIMEOUT:
+		case nvml.ERROR_GPU_IS_LOST:
+			// NVML cannot say which GPU; the probes find it, the others recover after the period.
+			select {
+			case out <- nvml.EventData{EventType: nvml.EventTypeXidCriticalError, EventData: 79}:
+			case <-ctx.Done():
+				return
+			}
+		default:
+			m.log.Warn("NVML event wait failed", "error", nvml.ErrorString(ret))
+			select {
+			case <-time.After(m.opts.WaitTimeout):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (m *Monitor) handleEvent(ev nvml.EventData, now time.Time, report func(Update)) {
+	var reason string
+	switch {
+	case ev.EventType&nvml.EventTypeXidCriticalError != 0:
+		if m.ignored[ev.EventData] {
+			m.log.Info("ignored XID", "xid", ev.EventData)
+			return
+		}
+		reason = fmt.Sprintf("critical XID %d", ev.EventData)
+	case ev.EventType&nvml.EventTypeDoubleBitEccError != 0:
+		reason = "double-bit ECC error"
+	default:
+		return
+	}
+	for _, uuid := range m.affected(ev) {
+		m.markBad(uuid, now, reason, report)
+	}
+}
+
+// affected lists the device UUIDs an event concerns: one MIG device when the event names its
+// instance, else the GPU with all its MIG devices; every GPU when the event has no device.
+func (m *Monitor) affected(ev nvml.EventData) []string {
+	var uuid string
+	if ev.Device != nil {
+		uuid, _ = ev.Device.GetUUID()
+	}
+	var out []string
+	for _, g := range m.gpus {
+		if uuid != "" && g.UUID != uuid {
+			continue
+		}
+		if uuid != "" && ev.GpuInstanceId != noInstance && len(g.MIG) > 0 {
+			for _, mig := range g.MIG {
+				if uint32(mig.GIID) == ev.GpuInstanceId && (ev.ComputeInstanceId == noInstance || uint32(mig.CIID) == ev.ComputeInstanceId) {
+					out = append(out, mig.UUID)
+				}
+			}
+			if len(out) > 0 {
+				return out
+			}
+		}
+		out = append(out, withMIG(g)...)
+	}
+	return out
+}
+
+func withMIG(g devices.GPU) []string {
+	out := []string{g.UUID}
+	for _, mig := range g.MIG {
+		out = append(out, mig.UUID)
+	}
+	return out
+}
+
+func (m *Monitor) markBad(uuid string, now time.Time, reason string, report func(Update)) {
+	s := m.state[uuid]
+	if s == nil {
+		return
+	}
+	s.lastBad = now
+	if s.healthy {
+		s.healthy = false
+		m.log.Warn("device unhealthy", "device", uuid, "reason", reason)
+		report(Update{UUID: uuid, Healthy: false, Reason: reason})
+	}
+}
+
+// probe asks every GPU whether it still answers and whether its uncorrected ECC count rose,
+// then brings back the devices whose last bad signal is older than the recovery period.
+func (m *Monitor) probe(now time.Time, report func(Update)) {
+	for _, g := range m.gpus {
+		if reason := m.probeGPU(g); reason != "" {
+			for _, uuid := range withMIG(g) {
+				m.markBad(uuid, now, reason, report)
+			}
+		}
+	}
+	for _, g := range m.gpus {
+		for _, uuid := range withMIG(g) {
+			s := m.state[uuid]
+			if !s.healthy && now.Sub(s.lastBad) >= m.opts.RecoveryPeriod {
+				s.healthy = true
+				reason := fmt.Sprintf("NVML reports it sane for %s", m.opts.RecoveryPeriod)
+				m.log.Info("device healthy again", "device", uuid, "reason", reason)
+				report(Update{UUID: uuid, Healthy: true, Reason: reason})
+			}
+		}
+	}
+}
+
+// probeGPU returns why g is not sane, or "".
+func (m *Monitor) probeGPU(g devices.GPU) string {
+	if _, ret := g.Handle.GetMemoryInfo(); ret != nvml.SUCCESS {
+		return "not answering: " + nvml.ErrorString(ret)
+	}
+	count, ret := g.Handle.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
+	switch ret {
+	case nvml.SUCCESS:
+		last, seen := m.ecc[g.UUID]
+		m.ecc[g.UUID] = count
+		if seen && count > last {
+			return fmt.Sprintf("uncorrected ECC errors rose from %d to %d", last, count)
+		}
+	case nvml.ERROR_NOT_SUPPORTED:
+	default:
+		return "not answering: " + nvml.ErrorString(ret)
+	}
+	return ""
+}

@@ -1,0 +1,256 @@
+package nvml
+
+// The device plugin's part of the mock: PCI bus ids, the NVLink/PCIe topology of a DGX A100
+// (eight GPUs, all-to-all through six NVSwitches, PCIe pairs under four switches, two NUMA
+// nodes), MIG devices, and event sets whose XIDs a test injects. A real DGX A100 answers the
+// same calls the same way, so the plugin's code paths are the production ones.
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"weak"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+)
+
+// MockLink is one NVLink of a GPU: to another GPU (Switch < 0) or to NVSwitch number Switch.
+type MockLink struct {
+	GPU    int
+	Switch int
+}
+
+// MockTopology is what the mock answers for topology queries. PCIe[i][j] is the common
+// ancestor level of GPUs i and j; Links[i] are GPU i's NVLinks in link order; NUMA[i] is the
+// NUMA node NVML reports for GPU i.
+type MockTopology struct {
+	PCIe  [][]nvml.GpuTopologyLevel
+	Links [][]MockLink
+	NUMA  []int
+}
+
+// DGXA100Topology returns the topology of a DGX A100 with n GPUs: 12 NVLinks per GPU, two to
+// each of six NVSwitches; GPU pairs (0,1), (2,3), ... behind one PCIe switch; the first half on
+// NUMA node 0, the second half on node 1.
+func DGXA100Topology(n int) MockTopology {
+	t := MockTopology{PCIe: make([][]nvml.GpuTopologyLevel, n), Links: make([][]MockLink, n), NUMA: make([]int, n)}
+	for i := range n {
+		t.NUMA[i] = i * 2 / max(n, 1)
+		t.PCIe[i] = make([]nvml.GpuTopologyLevel, n)
+		for j := range n {
+			switch {
+			case i == j:
+				t.PCIe[i][j] = nvml.TOPOLOGY_INTERNAL
+			case i/2 == j/2:
+				t.PCIe[i][j] = nvml.TOPOLOGY_MULTIPLE
+			case i*2/n == j*2/n:
+				t.PCIe[i][j] = nvml.TOPOLOGY_NODE
+			default:
+				t.PCIe[i][j] = nvml.TOPOLOGY_SYSTEM
+			}
+		}
+		for l := range 12 {
+			t.Links[i] = append(t.Links[i], MockLink{GPU: -1, Switch: l / 2})
+		}
+	}
+	return t
+}
+
+// mockDeviceState is the mutable part of the device mock: topology, faults, MIG devices and
+// the event sets devices are registered with.
+type mockDeviceState struct {
+	mu      sync.Mutex
+	gpus    []*server.Device
+	topo    MockTopology
+	lost    []bool
+	dbe     []uint64
+	migs    [][]*mock.Device
+	sets    map[*mock.EventSet]*mockEventSet
+	allMask uint64
+}
+
+// mockEventSet delivers injected events to one EventSet.Wait caller.
+type mockEventSet struct {
+	events chan nvml.EventData
+	// registered[gpu index] is the event mask RegisterEvents enabled for that GPU.
+	registered map[int]uint64
+}
+
+// deviceStates maps a Mock to its device state. The Mock type belongs to the shared seam and
+// carries no field for it; weak keys let a finished test's mock be collected.
+var (
+	deviceStatesMu sync.Mutex
+	deviceStates   = map[weak.Pointer[Mock]]*mockDeviceState{}
+)
+
+func (m *Mock) deviceState() *mockDeviceState {
+	deviceStatesMu.Lock()
+	defer deviceStatesMu.Unlock()
+	return deviceStates[weak.Make(m)]
+}
+
+// fillDevices installs topology, PCI, MIG, health and event answers on every GPU of m.
+func (m *Mock) fillDevices() {
+	st := &mockDeviceState{sets: map[*mock.EventSet]*mockEventSet{},
+		allMask: nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeSingleBitEccError}
+	for _, d := range m.Devices {
+		st.gpus = append(st.gpus, d.(*server.Device))
+	}
+	n := len(st.gpus)
+	st.topo = DGXA100Topology(n)
+	st.lost, st.dbe, st.migs = make([]bool, n), make([]uint64, n), make([][]*mock.Device, n)
+	key := weak.Make(m)
+	deviceStatesMu.Lock()
+	deviceStates[key] = st
+	deviceStatesMu.Unlock()
+	runtime.AddCleanup(m, func(k weak.Pointer[Mock]) {
+		deviceStatesMu.Lock()
+		delete(deviceStates, k)
+		deviceStatesMu.Unlock()
+	}, key)
+
+	m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return st.newEventSet(), nvml.SUCCESS }
+	m.EventSetWaitFunc = func(set nvml.EventSet, timeoutMs uint32) (nvml.EventData, nvml.Return) {
+		return set.Wait(timeoutMs)
+	}
+	m.EventSetFreeFunc = func(set nvml.EventSet) nvml.Return { return set.Free() }
+	for i, d := range st.gpus {
+		st.fillGPU(i, d)
+	}
+}
+
+func (st *mockDeviceState) fillGPU(i int, d *server.Device) {
+	prevPci := d.GetPciInfoFunc
+	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+		p := nvml.PciInfo{}
+		if prevPci != nil {
+			if got, ret := prevPci(); ret == nvml.SUCCESS {
+				p = got
+			}
+		}
+		if p.BusId[0] == 0 {
+			p = withBusID(p, d.PciBusID)
+		}
+		return p, nvml.SUCCESS
+	}
+	d.GetTopologyCommonAncestorFunc = func(other nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+		j := st.indexOf(other)
+		if j < 0 {
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.topo.PCIe[i][j], nvml.SUCCESS
+	}
+	d.GetNvLinkStateFunc = func(l int) (nvml.EnableState, nvml.Return) {
+		if _, ok := st.link(i, l); !ok {
+			return nvml.FEATURE_DISABLED, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return nvml.FEATURE_ENABLED, nvml.SUCCESS
+	}
+	d.GetNvLinkRemoteDeviceTypeFunc = func(l int) (nvml.IntNvLinkDeviceType, nvml.Return) {
+		link, ok := st.link(i, l)
+		switch {
+		case !ok:
+			return nvml.NVLINK_DEVICE_TYPE_UNKNOWN, nvml.ERROR_INVALID_ARGUMENT
+		case link.Switch >= 0:
+			return nvml.NVLINK_DEVICE_TYPE_SWITCH, nvml.SUCCESS
+		default:
+			return nvml.NVLINK_DEVICE_TYPE_GPU, nvml.SUCCESS
+		}
+	}
+	d.GetNvLinkRemotePciInfoFunc = func(l int) (nvml.PciInfo, nvml.Return) {
+		link, ok := st.link(i, l)
+		switch {
+		case !ok:
+			return nvml.PciInfo{}, nvml.ERROR_INVALID_ARGUMENT
+		case link.Switch >= 0:
+			// NVSwitches sit on their own buses, as on a DGX A100 (0000:c0..c5:00.0 here).
+			return withBusID(nvml.PciInfo{}, fmt.Sprintf("0000:%02x:00.0", 0xc0+link.Switch)), nvml.SUCCESS
+		default:
+			return withBusID(nvml.PciInfo{}, st.gpus[link.GPU].PciBusID), nvml.SUCCESS
+		}
+	}
+	d.GetNumaNodeIdFunc = func() (int, nvml.Return) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.topo.NUMA[i], nvml.SUCCESS
+	}
+	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return st.allMask, nvml.SUCCESS }
+	d.RegisterEventsFunc = func(mask uint64, set nvml.EventSet) nvml.Return {
+		return st.register(i, mask, set)
+	}
+	prevMem := d.GetMemoryInfoFunc
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		if st.isLost(i) {
+			return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST
+		}
+		return prevMem()
+	}
+	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
+		if st.isLost(i) {
+			return 0, nvml.ERROR_GPU_IS_LOST
+		}
+		if t != nvml.MEMORY_ERROR_TYPE_UNCORRECTED {
+			return 0, nvml.SUCCESS
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.dbe[i], nvml.SUCCESS
+	}
+	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+	d.GetMigDeviceHandleByIndexFunc = func(n int) (nvml.Device, nvml.Return) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if n < 0 || n >= len(st.migs[i]) {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return st.migs[i][n], nvml.SUCCESS
+	}
+	d.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
+}
+
+// withBusID sets the NVML form of a PCI bus id ("00000000:07:00.0") from a short form.
+func withBusID(p nvml.PciInfo, busID string) nvml.PciInfo {
+	long := strings.ToUpper(busID)
+	if len(strings.SplitN(long, ":", 2)[0]) == 4 {
+		long = "0000" + long
+	}
+	for k := range p.BusId {
+		p.BusId[k] = 0
+	}
+	for k := 0; k < len(long) && k < len(p.BusId)-1; k++ {
+		p.BusId[k] = int8(long[k])
+	}
+	var dom, bus, dev uint32
+	_, _ = fmt.Sscanf(long, "%x:%x:%x", &dom, &bus, &dev)
+	p.Domain, p.Bus, p.Device = dom, bus, dev
+	return p
+}
+
+func (st *mockDeviceState) indexOf(d nvml.Device) int {
+	for i, g := range st.gpus {
+		if nvml.Device(g) == d {
+			return i
+		}
+	}
+	return -1
+}
+
+func (st *mockDeviceState) link(i, l int) (MockLink, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if l < 0 || l >= len(st.topo.Links[i]) {
+		return MockLink{}, false
+	}
+	return st.topo.Links[i][l], true
+}
+
+func (st *mockDeviceState) isLost(i int) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.lost[i]
+}
