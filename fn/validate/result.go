@@ -1,0 +1,156 @@
+// Package validate checks a defaulted GPUPolicy field by field and against the version matrix
+// (fn/validate/matrix), and reports every problem at once, each with a severity, the field path
+// and a message that says what is wrong and how to fix it. The same results become KRM function
+// results (the kustomize/kpt entry point) or CLI text (`gpupolicy-fn render`). Errors mean the
+// policy cannot work and nothing may be rendered; warnings mean it works but is risky.
+package validate
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Severity of a result; the strings are the KRM function spec's.
+type Severity string
+
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+	SeverityInfo    Severity = "info"
+)
+
+// Result is one problem of a policy.
+type Result struct {
+	Severity Severity
+	// Field is the path of the offending field ("spec.nodePools[1].nodeSelector"); empty for
+	// problems of the whole document (YAML syntax).
+	Field string
+	// Value is the offending value where showing it helps; nil otherwise.
+	Value any
+	// Message says what is wrong and how to fix it.
+	Message string
+}
+
+// Results of one policy, in the order they were found.
+type Results []Result
+
+// HasErrors reports whether any result is an error: then nothing may be rendered.
+func (r Results) HasErrors() bool {
+	return slices.ContainsFunc(r, func(x Result) bool { return x.Severity == SeverityError })
+}
+
+// Err is nil unless r has errors; its text lists every result.
+func (r Results) Err() error {
+	if !r.HasErrors() {
+		return nil
+	}
+	return errors.New(strings.TrimSuffix(r.Text(""), "\n"))
+}
+
+// sorted returns the results errors first, then warnings, then infos; the order of discovery
+// (which follows the document) is kept within a severity.
+func (r Results) sorted() Results {
+	rank := map[Severity]int{SeverityError: 0, SeverityWarning: 1, SeverityInfo: 2}
+	out := slices.Clone(r)
+	slices.SortStableFunc(out, func(a, b Result) int { return cmp.Compare(rank[a.Severity], rank[b.Severity]) })
+	return out
+}
+
+// Text renders the results for a terminal, one line each: "FILE: error: spec.x: message".
+func (r Results) Text(file string) string {
+	var b strings.Builder
+	for _, x := range r.sorted() {
+		if file != "" {
+			b.WriteString(file + ": ")
+		}
+		b.WriteString(string(x.Severity) + ": ")
+		if x.Field != "" {
+			b.WriteString(x.Field + ": ")
+		}
+		b.WriteString(x.Message + "\n")
+	}
+	return b.String()
+}
+
+// Source says where a policy came from, for the resourceRef and file of KRM results.
+type Source struct {
+	File  string
+	Index int
+	Ref   *fn.ResourceRef
+}
+
+// Annotations by which kustomize and kpt tell a function where an item was read from.
+const (
+	annotationPath       = "internal.config.kubernetes.io/path"
+	annotationIndex      = "internal.config.kubernetes.io/index"
+	annotationLegacyPath = "config.kubernetes.io/path"
+)
+
+// SourceOf describes a KRM input item.
+func SourceOf(obj *fn.KubeObject) Source {
+	src := Source{Ref: &fn.ResourceRef{
+		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(),
+		Name: obj.GetName(), Namespace: obj.GetNamespace(),
+	}}
+	src.File = obj.GetAnnotation(annotationPath)
+	if src.File == "" {
+		src.File = obj.GetAnnotation(annotationLegacyPath)
+	}
+	fmt.Sscan(obj.GetAnnotation(annotationIndex), &src.Index) //nolint:errcheck // absent index stays 0
+	return src
+}
+
+// KRM converts the results into KRM function results.
+func (r Results) KRM(src Source) fn.Results {
+	out := make(fn.Results, 0, len(r))
+	for _, x := range r.sorted() {
+		res := &fn.Result{Severity: fn.Severity(x.Severity), Message: x.Message}
+		if src.Ref != nil {
+			ref := *src.Ref
+			res.ResourceRef = &ref
+		}
+		if x.Field != "" {
+			res.Field = &fn.Field{Path: x.Field, CurrentValue: x.Value}
+		}
+		if src.File != "" {
+			res.File = &fn.File{Path: src.File, Index: src.Index}
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// FromDecodeError turns an error of v1alpha1.Decode or DecodeNode into results: one per field
+// error, or one whole-document error (YAML syntax, empty file).
+func FromDecodeError(err error) Results {
+	if err == nil {
+		return nil
+	}
+	var list v1alpha1.FieldErrors
+	if !errors.As(err, &list) || len(list) == 0 {
+		return Results{{Severity: SeverityError, Message: err.Error()}}
+	}
+	out := make(Results, 0, len(list))
+	for _, e := range list {
+		out = append(out, Result{Severity: SeverityError, Field: e.Field, Message: decodeMessage(e)})
+	}
+	return out
+}
+
+// decodeMessage words a decoding error; apiVersion and kind get the exact line to write.
+func decodeMessage(e *field.Error) string {
+	switch {
+	case e.Type == field.ErrorTypeNotSupported && e.Field == "apiVersion":
+		return fmt.Sprintf("apiVersion %q is not supported: write apiVersion: %s", e.BadValue, v1alpha1.APIVersion)
+	case e.Type == field.ErrorTypeNotSupported && e.Field == "kind":
+		return fmt.Sprintf("kind %q is not supported: write kind: %s", e.BadValue, v1alpha1.Kind)
+	}
+	return e.ErrorBody()
+}

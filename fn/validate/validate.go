@@ -1,0 +1,129 @@
+package validate
+
+import (
+	"fmt"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/fn/validate/matrix"
+)
+
+// Options of a validation run.
+type Options struct {
+	// Now is "today" for the driver branch lifecycle; zero means time.Now(). Tests pin it so
+	// results do not change as branches reach their end of life.
+	Now time.Time
+	// Matrix replaces the embedded version matrix (tests); nil means matrix.Default().
+	Matrix *matrix.Matrix
+}
+
+// Load decodes, defaults and validates one policy file. On decoding errors the policy is nil;
+// otherwise it is defaulted, and it may be rendered only when the results hold no error.
+func Load(data []byte, opts Options) (*v1alpha1.GPUPolicy, Results) {
+	p, err := v1alpha1.Decode(data)
+	return finish(p, err, opts)
+}
+
+// LoadNode is Load for a parsed document, such as a KRM function's input item.
+func LoadNode(n *yaml.Node, opts Options) (*v1alpha1.GPUPolicy, Results) {
+	p, err := v1alpha1.DecodeNode(n)
+	return finish(p, err, opts)
+}
+
+func finish(p *v1alpha1.GPUPolicy, err error, opts Options) (*v1alpha1.GPUPolicy, Results) {
+	if err != nil {
+		return nil, FromDecodeError(err)
+	}
+	v1alpha1.Default(p)
+	return p, Policy(p, opts)
+}
+
+// Policy validates a defaulted policy (v1alpha1.Default) and returns every problem. It never
+// modifies p and never panics on any decodable input.
+func Policy(p *v1alpha1.GPUPolicy, opts Options) Results {
+	c := &checker{m: opts.Matrix, now: opts.Now}
+	if c.m == nil {
+		c.m = matrix.Default()
+	}
+	if c.now.IsZero() {
+		c.now = time.Now()
+	}
+	c.metadata(p)
+	spec := field.NewPath("spec")
+	c.cluster(&p.Spec, spec)
+	c.containerRuntime(&p.Spec, spec.Child("containerRuntime"))
+	c.driver(&p.Spec, spec.Child("driver"))
+	c.cuda(&p.Spec, spec.Child("cuda"))
+	c.toolkit(&p.Spec, spec.Child("toolkit"))
+	c.devicePlugin(&p.Spec.DevicePlugin, nil, &p.Spec, spec.Child("devicePlugin"))
+	c.exporter(&p.Spec.Exporter, spec.Child("exporter"))
+	c.nodePools(&p.Spec, spec.Child("nodePools"))
+	c.kubernetes(&p.Spec, spec)
+	c.images(&p.Spec, spec)
+	return c.res
+}
+
+// checker collects results; one method per part of the spec.
+type checker struct {
+	res Results
+	m   *matrix.Matrix
+	now time.Time
+}
+
+func (c *checker) add(sev Severity, path *field.Path, value any, format string, args ...any) {
+	c.res = append(c.res, Result{Severity: sev, Field: path.String(), Value: value, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) errorf(path *field.Path, value any, format string, args ...any) {
+	c.add(SeverityError, path, value, format, args...)
+}
+
+func (c *checker) warnf(path *field.Path, value any, format string, args ...any) {
+	c.add(SeverityWarning, path, value, format, args...)
+}
+
+func (c *checker) infof(path *field.Path, value any, format string, args ...any) {
+	c.add(SeverityInfo, path, value, format, args...)
+}
+
+// required reports an empty required field and tells whether the value is present.
+func (c *checker) required(path *field.Path, value, example string) bool {
+	if value == "" {
+		c.errorf(path, nil, "is required and has no default: set it, for example %s: %q", path, example)
+		return false
+	}
+	return true
+}
+
+// oneOf checks an enumeration.
+func (c *checker) oneOf(path *field.Path, value string, allowed ...string) bool {
+	for _, a := range allowed {
+		if value == a {
+			return true
+		}
+	}
+	c.errorf(path, value, "%q is not one of %s: use one of those values", value, quoteList(allowed))
+	return false
+}
+
+func quoteList(items []string) string {
+	s := ""
+	for i, it := range items {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%q", it)
+	}
+	return s
+}
+
+func (c *checker) metadata(p *v1alpha1.GPUPolicy) {
+	path := field.NewPath("metadata")
+	if c.required(path.Child("name"), p.Metadata.Name, "fleet") {
+		c.dnsSubdomain(path.Child("name"), p.Metadata.Name)
+	}
+	c.labelMap(path.Child("labels"), p.Metadata.Labels)
+}
