@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the committed schema, CRD and reference table")
+
+const (
+	apiDir    = "../../api/v1alpha1"
+	schemaDir = "../../api/v1alpha1/schema"
+	reference = "../../api/v1alpha1/README.md"
+)
+
+// TestSchemaUpToDate fails when a committed generated file differs from what the generator
+// writes now: a field was added or a comment or default changed without `go generate`.
+func TestSchemaUpToDate(t *testing.T) {
+	files, err := generate(apiDir, schemaDir, reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range files {
+		if *update {
+			if err := writeAtomic(path, want); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: run `go generate ./fn/api/v1alpha1/schema` (or go test ./fn/internal/schemagen -update) and commit it", path)
+		}
+	}
+}
+
+func TestSchemaDeterministic(t *testing.T) {
+	a, err := generate(apiDir, schemaDir, reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := generate(apiDir, schemaDir, reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("two runs of the generator differ")
+	}
+}
+
+// TestEveryFieldDescribed keeps the reference and editor hovers complete: a new field needs a
+// comment in types.go (or an entry in descriptions.go).
+func TestEveryFieldDescribed(t *testing.T) {
+	root := buildRoot(t)
+	spec := propertyNamed(root, "spec")
+	var walk func(path string, n *node)
+	walk = func(path string, n *node) {
+		for _, p := range n.properties {
+			fp := path + "." + p.name
+			if strings.TrimSpace(p.description) == "" {
+				t.Errorf("%s has no description: document the field in fn/api/v1alpha1/types.go", fp)
+			}
+			if p.items != nil && p.items.goType == "" {
+				walk(fp+"[]", p.items)
+			} else if p.goType == "" {
+				walk(fp, p.node)
+			}
+		}
+	}
+	walk("spec", spec)
+}
+
+// TestSchemaDefaultsMatchDefaultsGo checks a few defaults against the constants, so the
+// reflection over Default cannot silently miss a field.
+func TestSchemaDefaultsMatchDefaultsGo(t *testing.T) {
+	root := buildRoot(t)
+	for path, want := range map[string]any{
+		"spec.namespace":                                 v1alpha1.DefaultNamespace,
+		"spec.gitops":                                    v1alpha1.DefaultGitOps,
+		"spec.containerRuntime.version":                  v1alpha1.DefaultContainerdVersion,
+		"spec.toolkit.cdi":                               true,
+		"spec.toolkit.setAsDefault":                      false,
+		"spec.devicePlugin.sharing.timeSlicing.replicas": v1alpha1.DefaultReplicas,
+		"spec.devicePlugin.healthChecks.ignoredXIDs":     v1alpha1.DefaultIgnoredXIDs(),
+		"spec.exporter.port":                             v1alpha1.DefaultExporterPort,
+		"spec.nodeSelector":                              v1alpha1.DefaultNodeSelector(),
+	} {
+		n := root
+		for _, seg := range strings.Split(path, ".") {
+			n = propertyNamed(n, seg)
+			if n == nil {
+				t.Fatalf("%s: not in the schema", path)
+			}
+		}
+		wantJSON, _ := json.Marshal(want)
+		if string(n.def) != string(wantJSON) {
+			t.Errorf("%s: schema default %s, defaults.go %s", path, n.def, wantJSON)
+		}
+	}
+	if propertyNamed(propertyNamed(root, "spec"), "kubernetesVersion").def != nil {
+		t.Error("spec.kubernetesVersion must have no default")
+	}
+}
+
+// TestSchemaAgreesWithDecoder validates policies against the committed JSON Schema: every
+// preset must pass, and the mistakes the strict decoder rejects must fail the schema too.
+func TestSchemaAgreesWithDecoder(t *testing.T) {
+	var schema map[string]any
+	if err := json.Unmarshal(mustRead(t, filepath.Join(schemaDir, JSONSchemaFile)), &schema); err != nil {
+		t.Fatal(err)
+	}
+	presets, _ := filepath.Glob("../../../policies/*.yaml")
+	for _, path := range presets {
+		doc := yamlToJSON(t, mustRead(t, path))
+		if errs := validate(schema, doc, ""); len(errs) > 0 {
+			t.Errorf("%s: %v", path, errs)
+		}
+	}
+	base := "apiVersion: gpupolicy.dev/v1alpha1\nkind: GPUPolicy\nmetadata: {name: x}\nspec:\n  kubernetesVersion: \"1.34\"\n  driver: {version: \"580.95.05\"}\n  cuda: {version: \"12.8\"}\n"
+	if errs := validate(schema, yamlToJSON(t, []byte(base)), ""); len(errs) > 0 {
+		t.Fatalf("minimal policy: %v", errs)
+	}
+	// decoder: whether v1alpha1.Decode rejects it too (enums and ranges are validation's job).
+	for name, c := range map[string]struct {
+		extra   string
+		decoder bool
+	}{
+		"unknown field":         {"  gitOps: argocd\n", true},
+		"unquoted version":      {"  containerRuntime: {version: 1.7}\n", true},
+		"bad enum":              {"  gitops: helm\n", false},
+		"port range":            {"  exporter: {port: 70000}\n", false},
+		"pool without selector": {"  nodePools: [{name: a}]\n", false},
+	} {
+		doc := []byte(base + c.extra)
+		if _, err := v1alpha1.Decode(doc); c.decoder && err == nil {
+			t.Errorf("%s: the decoder accepts it; the case is wrong", name)
+		}
+		if errs := validate(schema, yamlToJSON(t, doc), ""); len(errs) == 0 {
+			t.Errorf("%s: the schema accepts %q", name, c.extra)
+		}
+	}
+}
+
+func buildRoot(t *testing.T) *node {
+	t.Helper()
+	pkg := reflect.TypeOf(v1alpha1.GPUPolicy{}).PkgPath()
+	root, err := (&builder{docs: newComments(map[string]string{pkg: apiDir})}).policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func propertyNamed(n *node, name string) *node {
+	for _, p := range n.properties {
+		if p.name == name {
+			return p.node
+		}
+	}
+	return nil
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func yamlToJSON(t *testing.T, y []byte) any {
+	t.Helper()
+	j, err := yaml.YAMLToJSON(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(j, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
