@@ -41,8 +41,25 @@ func (c *checker) k8sName(p *field.Path, v string, problems []string, want strin
 	if len(problems) == 0 {
 		return true
 	}
-	c.errorf(p, v, "%q is not a valid name (%s): it must be %s", v, problems[0], want)
+	detail := ""
+	if strings.Contains(problems[0], "no more than") {
+		detail = " (" + problems[0] + ")"
+	}
+	c.errorf(p, v, "%q is not a valid name%s: it must be %s", v, detail, want)
 	return false
+}
+
+// brief drops the regular expression and examples apimachinery appends to its messages; ours
+// carry their own example.
+func brief(problems []string) string {
+	out := make([]string, len(problems))
+	for i, pr := range problems {
+		if j := strings.Index(pr, " (e.g."); j > 0 {
+			pr = pr[:j]
+		}
+		out[i] = pr
+	}
+	return strings.Join(out, "; ")
 }
 
 // labelMap checks label keys and values (node selectors, metadata labels) in sorted key order.
@@ -50,10 +67,10 @@ func (c *checker) labelMap(p *field.Path, m map[string]string) {
 	for _, k := range sortedKeys(m) {
 		kp := p.Key(k)
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			c.errorf(kp, k, "label key %q is invalid: %s; use an optional DNS prefix and a name of letters, digits, '-', '_' and '.', e.g. \"nvidia.com/gpu.present\"", k, strings.Join(errs, "; "))
+			c.errorf(kp, k, "label key %q is invalid: %s; use an optional DNS prefix and a name of letters, digits, '-', '_' and '.', e.g. \"nvidia.com/gpu.present\"", k, brief(errs))
 		}
 		if errs := validation.IsValidLabelValue(m[k]); len(errs) > 0 {
-			c.errorf(kp, m[k], "label value %q is invalid: %s; quote it and keep it to 63 letters, digits, '-', '_' or '.'", m[k], strings.Join(errs, "; "))
+			c.errorf(kp, m[k], "label value %q is invalid: %s; use at most 63 letters, digits, '-', '_' or '.', e.g. \"true\"", m[k], brief(errs))
 		}
 	}
 }
@@ -124,7 +141,7 @@ func (c *checker) tolerations(p *field.Path, ts []corev1.Toleration) {
 		tp := p.Index(i)
 		if t.Key != "" {
 			if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
-				c.errorf(tp.Child("key"), t.Key, "toleration key %q is invalid: %s", t.Key, strings.Join(errs, "; "))
+				c.errorf(tp.Child("key"), t.Key, "toleration key %q is invalid: %s; use the taint's key, e.g. \"nvidia.com/gpu\"", t.Key, brief(errs))
 			}
 		}
 		switch t.Operator {
@@ -133,7 +150,7 @@ func (c *checker) tolerations(p *field.Path, ts []corev1.Toleration) {
 				c.errorf(tp.Child("operator"), string(t.Operator), "an empty key needs operator: Exists (it then tolerates every taint)")
 			}
 			if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
-				c.errorf(tp.Child("value"), t.Value, "toleration value %q is invalid: %s", t.Value, strings.Join(errs, "; "))
+				c.errorf(tp.Child("value"), t.Value, "toleration value %q is invalid: %s; use the taint's value", t.Value, brief(errs))
 			}
 		case corev1.TolerationOpExists:
 			if t.Value != "" {

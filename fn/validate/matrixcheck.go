@@ -135,23 +135,23 @@ func (c *checker) kubernetes(s *v1alpha1.Spec, spec *field.Path) {
 		c.warnf(p, s.KubernetesVersion, "Kubernetes %s is newer than the newest tested minor (%s): the output should work but is untested there", s.KubernetesVersion, kf.NewestTested)
 	}
 	if v1alpha1.Bool(s.Guardrails.Enabled) {
-		c.featureGates(s.KubernetesVersion, k, p, kf.Features, "guardrails", "or set guardrails.enabled: false")
+		c.featureGates(s.KubernetesVersion, k, p, kf.Features, "guardrails", "guardrails.enabled: true", "or set guardrails.enabled: false")
 	}
 	if slices.ContainsFunc(devicePlugins(s), func(d poolSettings) bool { return d.settings.DeviceListStrategy == v1alpha1.DeviceListCDICRI }) {
-		c.featureGates(s.KubernetesVersion, k, p, kf.Features, "cdi-cri", "or set deviceListStrategy: envvar")
+		c.featureGates(s.KubernetesVersion, k, p, kf.Features, "cdi-cri", "deviceListStrategy: cdi-cri", "or set deviceListStrategy: envvar")
 	}
 }
 
-func (c *checker) featureGates(raw string, k matrix.Version, p *field.Path, features []matrix.KubernetesFeature, usedBy, alternative string) {
+func (c *checker) featureGates(raw string, k matrix.Version, p *field.Path, features []matrix.KubernetesFeature, usedBy, setting, alternative string) {
 	for _, f := range features {
 		if f.UsedBy != usedBy {
 			continue
 		}
 		switch {
 		case k.Less(matrix.MustParse(f.OnByDefault)):
-			c.errorf(p, raw, "%s need %s, on by default only from Kubernetes %s: upgrade the cluster %s (source: %s)", usedBy, f.Name, f.OnByDefault, alternative, f.Source)
+			c.errorf(p, raw, "%s needs %s, on by default only from Kubernetes %s: upgrade the cluster %s (source: %s)", setting, f.Name, f.OnByDefault, alternative, f.Source)
 		case k.Less(matrix.MustParse(f.GA)):
-			c.warnf(p, raw, "%s rely on %s, which is beta in Kubernetes %s (GA in %s): make sure its feature gate is not switched off (source: %s)", usedBy, f.Name, raw, f.GA, f.Source)
+			c.warnf(p, raw, "%s relies on %s, which is beta in Kubernetes %s (GA in %s): make sure its feature gate is not switched off (source: %s)", setting, f.Name, raw, f.GA, f.Source)
 		}
 	}
 }

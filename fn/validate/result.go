@@ -152,5 +152,15 @@ func decodeMessage(e *field.Error) string {
 	case e.Type == field.ErrorTypeNotSupported && e.Field == "kind":
 		return fmt.Sprintf("kind %q is not supported: write kind: %s", e.BadValue, v1alpha1.Kind)
 	}
+	switch e.Type {
+	case field.ErrorTypeForbidden:
+		return e.Detail
+	case field.ErrorTypeDuplicate:
+		return fmt.Sprintf("duplicate key %v", e.BadValue)
+	case field.ErrorTypeTypeInvalid, field.ErrorTypeInvalid:
+		if e.Detail != "" {
+			return fmt.Sprintf("%s (found %v)", e.Detail, e.BadValue)
+		}
+	}
 	return e.ErrorBody()
 }

@@ -34,7 +34,7 @@ func (c *checker) versionFormat(p *field.Path, v string, re, near *regexp.Regexp
 	}
 	if near != nil {
 		if m := near.FindStringSubmatch(v); m != nil {
-			c.errorf(p, v, "%q: write it as %q (%s)", v, m[1], example)
+			c.errorf(p, v, "%q: write it as %q; the field takes %s", v, m[1], example)
 			return false
 		}
 	}

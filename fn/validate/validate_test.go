@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"strings"
 	"testing"
 	"time"
@@ -37,5 +38,130 @@ func TestResultsAreOrderedAndComplete(t *testing.T) {
 	t.Log(txt)
 	if !res.HasErrors() || !strings.HasPrefix(txt, "p.yaml: error: spec.exporter.port:") || !strings.Contains(txt, "warning: spec.driver.version: driver branch R535") {
 		t.Fatalf("unexpected text:\n%s", txt)
+	}
+}
+
+// want is one expected result: severity, path and a message fragment.
+type want struct {
+	sev   Severity
+	field string
+	msg   string
+}
+
+func has(res Results, w want) bool {
+	for _, r := range res {
+		if r.Severity == w.sev && r.Field == w.field && strings.Contains(r.Message, w.msg) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWarningsWhereRisky(t *testing.T) {
+	for name, tc := range map[string]struct {
+		doc  string
+		now  time.Time
+		want []want
+		none bool // no warnings at all expected
+	}{
+		"R535 past EOL": {
+			doc:  strings.Replace(base, `"580.95.05"`, `"535.261.03"`, 1),
+			want: []want{{SeverityWarning, "spec.driver.version", "R535 (LTSB) reached end of life in 2026-06"}},
+		},
+		"R535 before EOL": {
+			doc: strings.Replace(base, `"580.95.05"`, `"535.261.03"`, 1), now: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), none: true,
+		},
+		"R570 past EOL": {
+			doc:  strings.Replace(base, `"580.95.05"`, `"570.195.03"`, 1),
+			want: []want{{SeverityWarning, "spec.driver.version", "R570 (PB) reached end of life in 2026-02"}},
+		},
+		"newer containerd": {
+			doc:  base + "  containerRuntime: {version: \"2.3\"}\n",
+			want: []want{{SeverityWarning, "spec.containerRuntime.version", "newer than the newest minor"}},
+		},
+		"untested kubernetes": {
+			doc:  strings.Replace(base, `"1.34"`, `"1.40"`, 1),
+			want: []want{{SeverityWarning, "spec.kubernetesVersion", "newer than the newest tested minor (1.37)"}},
+		},
+		"node-name claim beta": {
+			doc:  strings.Replace(base, `"1.34"`, `"1.31"`, 1),
+			want: []want{{SeverityWarning, "spec.kubernetesVersion", "ServiceAccountTokenPodNodeInfo, which is beta"}},
+		},
+		"restart none, default runtime, no guardrails, old toolkit": {
+			doc: base + "  containerRuntime: {restartMode: none}\n  toolkit: {setAsDefault: true, version: \"1.17.8\"}\n  guardrails: {enabled: false}\n",
+			want: []want{
+				{SeverityWarning, "spec.containerRuntime.restartMode", "never restarted"},
+				{SeverityWarning, "spec.toolkit.setAsDefault", "every container"},
+				{SeverityWarning, "spec.guardrails.enabled", "any label of any node"},
+				{SeverityWarning, "spec.toolkit.version", "≥ 1.18.0"},
+			},
+		},
+		"pool inherits invalid settings once": {
+			doc:  base + "  devicePlugin: {migStrategy: all}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}}\n",
+			want: []want{{SeverityError, "spec.devicePlugin.migStrategy", "not one of"}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			now := tc.now
+			if now.IsZero() {
+				now = today
+			}
+			_, res := Load([]byte(tc.doc), Options{Now: now})
+			if tc.none && len(res) > 0 {
+				t.Fatalf("want no results, got:\n%s", res.Text(""))
+			}
+			for _, w := range tc.want {
+				if !has(res, w) {
+					t.Errorf("missing %v in:\n%s", w, res.Text(""))
+				}
+			}
+			if len(res) != len(tc.want) {
+				t.Errorf("want exactly %d results, got:\n%s", len(tc.want), res.Text(""))
+			}
+		})
+	}
+}
+
+func TestKRMResultsCarryFieldResourceAndFile(t *testing.T) {
+	obj, err := fn.ParseKubeObject([]byte(`apiVersion: gpupolicy.dev/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: fleet
+  annotations:
+    internal.config.kubernetes.io/path: policies/fleet.yaml
+    internal.config.kubernetes.io/index: "2"
+spec: {}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Results{
+		{Severity: SeverityWarning, Field: "spec.a", Message: "w"},
+		{Severity: SeverityError, Field: "spec.exporter.port", Value: 80, Message: "e"},
+	}
+	out := res.KRM(SourceOf(obj))
+	if len(out) != 2 || out.ExitCode() != 1 {
+		t.Fatalf("got %v", out)
+	}
+	e := out[0]
+	if e.Severity != fn.Error || e.Field.Path != "spec.exporter.port" || e.Field.CurrentValue != 80 ||
+		e.ResourceRef.Kind != "GPUPolicy" || e.ResourceRef.Name != "fleet" || e.File.Path != "policies/fleet.yaml" || e.File.Index != 2 {
+		t.Fatalf("error result = %+v %+v %+v %+v", e, e.Field, e.ResourceRef, e.File)
+	}
+	if res.Err() == nil || (Results{res[0]}).Err() != nil {
+		t.Fatal("Err must be set exactly when an error is present")
+	}
+}
+
+func TestDecodeErrorsBecomeResults(t *testing.T) {
+	_, res := Load([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nspec: {bogus: 1}\n"), Options{Now: today})
+	for _, w := range []want{
+		{SeverityError, "apiVersion", "write apiVersion: gpupolicy.dev/v1alpha1"},
+		{SeverityError, "kind", "write kind: GPUPolicy"},
+		{SeverityError, "spec.bogus", `unknown field "bogus"`},
+	} {
+		if !has(res, w) {
+			t.Errorf("missing %v in:\n%s", w, res.Text(""))
+		}
 	}
 }
