@@ -14,8 +14,13 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
+
+// A Hopper mock, so GPM profiling metrics (DCGM_FI_PROF_*) can be demonstrated and tested:
+// `--nvml-mock dgxh100`. Registered here to keep the telemetry feature in one file.
+func init() { mocks["dgxh100"] = dgxh100.New }
 
 // MockReservedMiB is the framebuffer the mock driver reserves on every GPU (nvidia-smi's
 // "Reserved"), as the 550 driver does on an A100 40GB.

@@ -1,0 +1,124 @@
+package podresources_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/exporter/podresources"
+	"github.com/gpupolicy/gpupolicy/plugin/exporter/podresources/podresourcestest"
+)
+
+func newClient(t *testing.T, socket string, maxStale time.Duration) *podresources.Client {
+	t.Helper()
+	c, err := podresources.New(podresources.Config{Socket: socket, Refresh: time.Hour, Timeout: 2 * time.Second, MaxStale: maxStale})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestMappingFromRealServer(t *testing.T) {
+	srv := podresourcestest.Start(t,
+		podresourcestest.Pod{Namespace: "ml", Name: "train-0", Containers: []podresourcestest.Container{
+			{Name: "main", Resource: "nvidia.com/gpu", DeviceIDs: []string{"GPU-aaa", "GPU-bbb"}},
+		}},
+		// time-slicing: two replicas of one GPU in one container count once; another pod shares it
+		podresourcestest.Pod{Namespace: "web", Name: "infer-1", Containers: []podresourcestest.Container{
+			{Name: "server", Resource: "nvidia.com/gpu", DeviceIDs: []string{"GPU-ccc::0", "GPU-ccc::3"}},
+		}},
+		podresourcestest.Pod{Namespace: "web", Name: "infer-0", Containers: []podresourcestest.Container{
+			{Name: "server", Resource: "nvidia.com/gpu", DeviceIDs: []string{"GPU-ccc::1"}},
+		}},
+		podresourcestest.Pod{Namespace: "ml", Name: "mig-pod", Containers: []podresourcestest.Container{
+			{Name: "c", Resource: "nvidia.com/mig-1g.5gb", DeviceIDs: []string{"MIG-123"}},
+		}},
+	)
+	c := newClient(t, srv.Socket, 0)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Mapping()
+	want := map[string][]podresources.PodRef{
+		"GPU-aaa": {{Namespace: "ml", Pod: "train-0", Container: "main"}},
+		"GPU-bbb": {{Namespace: "ml", Pod: "train-0", Container: "main"}},
+		"GPU-ccc": {{Namespace: "web", Pod: "infer-0", Container: "server"}, {Namespace: "web", Pod: "infer-1", Container: "server"}},
+		"MIG-123": {{Namespace: "ml", Pod: "mig-pod", Container: "c"}},
+	}
+	if m.Len() != len(want) {
+		t.Fatalf("mapping has %d devices, want %d", m.Len(), len(want))
+	}
+	for id, refs := range want {
+		got := m.Lookup(id)
+		if len(got) != len(refs) {
+			t.Fatalf("%s: got %v, want %v", id, got, refs)
+		}
+		for i := range refs {
+			if got[i] != refs[i] {
+				t.Errorf("%s[%d]: got %v, want %v", id, i, got[i], refs[i])
+			}
+		}
+	}
+	gen := m.Gen
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c.Mapping().Gen != gen {
+		t.Errorf("unchanged List answer changed the generation %d -> %d (consumers would rebuild for nothing)", gen, c.Mapping().Gen)
+	}
+	srv.SetPods()
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c.Mapping().Gen == gen || c.Mapping().Len() != 0 {
+		t.Errorf("after pods left: gen %d (was %d), %d devices", c.Mapping().Gen, gen, c.Mapping().Len())
+	}
+	if st := c.Stats(); st.Requests != 3 || st.Successes != 3 || st.Errors != 0 || srv.Calls() != 3 {
+		t.Errorf("stats %+v, server calls %d; want 3 requests, all answered", st, srv.Calls())
+	}
+}
+
+func TestBrokenSocketGivesEmptyMapping(t *testing.T) {
+	c := newClient(t, filepath.Join(t.TempDir(), "missing.sock"), 0)
+	if err := c.Refresh(context.Background()); err == nil {
+		t.Fatal("Refresh on a missing socket succeeded")
+	}
+	if c.Mapping() == nil || c.Mapping().Len() != 0 {
+		t.Fatalf("mapping after a failed refresh: %+v", c.Mapping())
+	}
+	if st := c.Stats(); st.Errors != 1 || !st.LastSuccess.IsZero() {
+		t.Errorf("stats %+v, want 1 error and no success", st)
+	}
+}
+
+func TestStaleMappingDroppedAfterMaxStale(t *testing.T) {
+	srv := podresourcestest.Start(t, podresourcestest.Pod{Namespace: "ns", Name: "p", Containers: []podresourcestest.Container{
+		{Name: "c", Resource: "nvidia.com/gpu", DeviceIDs: []string{"GPU-aaa"}},
+	}})
+	c := newClient(t, srv.Socket, 50*time.Millisecond)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if err := c.Refresh(context.Background()); err == nil {
+		t.Fatal("Refresh after the kubelet stopped succeeded")
+	}
+	if c.Mapping().Len() != 1 {
+		t.Fatal("a single failed refresh dropped the mapping; it should be kept until MaxStale")
+	}
+	time.Sleep(60 * time.Millisecond)
+	_ = c.Refresh(context.Background())
+	if c.Mapping().Len() != 0 {
+		t.Fatal("mapping older than MaxStale still served after failed refreshes")
+	}
+}
+
+func TestDeviceKey(t *testing.T) {
+	for in, want := range map[string]string{"GPU-a::0": "GPU-a", "GPU-a": "GPU-a", "MIG-b::12": "MIG-b", "3": "3"} {
+		if got := podresources.DeviceKey(in); got != want {
+			t.Errorf("DeviceKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

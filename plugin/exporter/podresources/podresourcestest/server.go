@@ -1,0 +1,93 @@
+// Package podresourcestest runs a real kubelet pod-resources v1 gRPC server on a unix socket
+// for tests: it answers List with the pods a test sets and counts the calls.
+package podresourcestest
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// Container is one container and the device ids it holds of one resource.
+type Container struct {
+	Name      string
+	Resource  string
+	DeviceIDs []string
+}
+
+// Pod is one pod in the List answer.
+type Pod struct {
+	Namespace, Name string
+	Containers      []Container
+}
+
+// Server is a pod-resources server on Socket.
+type Server struct {
+	podresourcesv1.UnimplementedPodResourcesListerServer
+	Socket string
+	mu     sync.Mutex
+	pods   []Pod
+	calls  atomic.Int64
+	srv    *grpc.Server
+}
+
+// Start serves on a socket in a temp dir until the test ends.
+func Start(t testing.TB, pods ...Pod) *Server {
+	t.Helper()
+	// Unix socket paths are limited to ~108 bytes; t.TempDir() can be longer.
+	dir, err := os.MkdirTemp("", "podres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Socket: filepath.Join(dir, "kubelet.sock"), pods: pods, srv: grpc.NewServer()}
+	ln, err := net.Listen("unix", s.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podresourcesv1.RegisterPodResourcesListerServer(s.srv, s)
+	go func() { _ = s.srv.Serve(ln) }()
+	t.Cleanup(func() {
+		s.srv.Stop()
+		_ = os.RemoveAll(dir)
+	})
+	return s
+}
+
+// SetPods replaces the pods List answers with.
+func (s *Server) SetPods(pods ...Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pods = pods
+}
+
+// Calls is how many List calls the server answered.
+func (s *Server) Calls() int64 { return s.calls.Load() }
+
+// Stop stops serving (the socket disappears), as when the kubelet goes away.
+func (s *Server) Stop() { s.srv.Stop() }
+
+// List implements the pod-resources API.
+func (s *Server) List(context.Context, *podresourcesv1.ListPodResourcesRequest) (*podresourcesv1.ListPodResourcesResponse, error) {
+	s.calls.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp := &podresourcesv1.ListPodResourcesResponse{}
+	for _, p := range s.pods {
+		pr := &podresourcesv1.PodResources{Namespace: p.Namespace, Name: p.Name}
+		for _, c := range p.Containers {
+			pr.Containers = append(pr.Containers, &podresourcesv1.ContainerResources{
+				Name:    c.Name,
+				Devices: []*podresourcesv1.ContainerDevices{{ResourceName: c.Resource, DeviceIds: c.DeviceIDs}},
+			})
+		}
+		resp.PodResources = append(resp.PodResources, pr)
+	}
+	return resp, nil
+}
