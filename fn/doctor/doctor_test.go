@@ -1,0 +1,168 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// checkGolden compares got with testdata/name, or rewrites it with -update.
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./fn/doctor -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the output (run with -update if the change is intended)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// diagnoseCase runs a diagnosis over a fake clientset and checks both renderings against goldens.
+func diagnoseCase(t *testing.T, name string, in Input, objs []runtime.Object) *Report {
+	t.Helper()
+	in.Client = fake.NewClientset(objs...)
+	r, err := Diagnose(context.Background(), in)
+	if err != nil {
+		t.Fatalf("Diagnose: %v", err)
+	}
+	var table, js bytes.Buffer
+	if err := writeTable(&table, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, name+".table", table.Bytes())
+	checkGolden(t, name+".json", js.Bytes())
+	return r
+}
+
+func nodeByName(t *testing.T, r *Report, name string) NodeReport {
+	t.Helper()
+	for _, n := range r.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	t.Fatalf("node %s not in the report (%d nodes)", name, len(r.Nodes))
+	return NodeReport{}
+}
+
+func hasFinding(fs []Finding, severity, check string) bool {
+	for _, f := range fs {
+		if f.Severity == severity && f.Check == check {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNodeDiagnoses: one case per node diagnosis, each a healthy node with one thing wrong.
+func TestNodeDiagnoses(t *testing.T) {
+	cases := []struct {
+		name    string
+		node    *corev1.Node
+		extra   []runtime.Object
+		check   string // the first error's check; "" for a ready node
+		warning string // a warning finding that must be present
+		gate    string // the gate state of the device plugin
+	}{
+		{name: "node-healthy", node: gpuNode("gpu-a"), gate: GateStateOpen},
+		{name: "node-toolkit-gate-closed", node: gpuNode("gpu-a", toolkitBroken), check: "gate", gate: GateStateClosed},
+		{name: "node-driver-drift", node: gpuNode("gpu-a", driverDrifted), check: "driver-drift", gate: GateStateClosed},
+		{name: "node-no-device-plugin", node: gpuNode("gpu-a", withGPUs(0, 0)), check: "gpu-capacity", gate: GateStateOpen},
+		{name: "node-unhealthy-gpus", node: gpuNode("gpu-a", withGPUs(8, 6)), warning: "gpu-capacity", gate: GateStateOpen},
+		{name: "node-gpu-count-mismatch", node: gpuNode("gpu-a", withGPUs(7, 7)), warning: "gpu-count", gate: GateStateOpen},
+		{name: "node-opted-out", node: gpuNode("gpu-a", withLabel(config.LabelDeployDevicePlugin, "false"), withGPUs(0, 0)), warning: "opt-out", gate: GateStateOptedOut},
+		{name: "node-not-ready", node: gpuNode("gpu-a", notReady), check: "node-not-ready", gate: GateStateOpen},
+		{name: "node-not-admitted", node: gpuNode("gpu-a", withoutLabels(config.LabelDeployDriver, config.LabelDeployToolkit, config.LabelToolkitReady,
+			config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter), withAnnotation(config.AnnotationGateStatus, ""), withGPUs(0, 0)),
+			check: "gate", gate: GateStateClosed},
+		{name: "node-runtimeclass-mismatch", node: gpuNode("gpu-a"),
+			extra: objects(runtimeClass("nvidia", map[string]string{"nvidia.com/gpu.runtime": "nvidia"})), check: "runtimeclass", gate: GateStateOpen},
+		{name: "node-runtimeclass-unguarded", node: gpuNode("gpu-a", toolkitBroken),
+			extra: objects(runtimeClass("nvidia", nil)), check: "gate", gate: GateStateClosed, warning: ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := objects(tc.node, cpuNode("cpu-a"), agentConfigMap())
+			if tc.extra == nil {
+				objs = append(objs, policyRuntimeClass())
+			}
+			objs = append(objs, tc.extra...)
+			r := diagnoseCase(t, tc.name, Input{}, objs)
+			if len(r.Nodes) != 1 {
+				t.Fatalf("want only the GPU node reported, got %d nodes", len(r.Nodes))
+			}
+			n := r.Nodes[0]
+			first, ok := firstError(n.Findings)
+			switch {
+			case tc.check == "" && ok:
+				t.Errorf("want a ready node, got %s: %s", first.Check, first.Message)
+			case tc.check != "" && (!ok || first.Check != tc.check):
+				t.Errorf("first error: want %s, got %+v", tc.check, n.Findings)
+			}
+			if tc.warning != "" && !hasFinding(n.Findings, SeverityWarning, tc.warning) {
+				t.Errorf("want warning %s, got %+v", tc.warning, n.Findings)
+			}
+			if got := gateState(n.Gates, config.StageDevicePlugin); got != tc.gate {
+				t.Errorf("device-plugin gate: want %s, got %s", tc.gate, got)
+			}
+		})
+	}
+}
+
+// TestNodeGateReasons checks the agent's reason reaches the closed gate and the drift is seen
+// both from the agent's label and from the policy's version.
+func TestNodeGateReasons(t *testing.T) {
+	r, err := Diagnose(context.Background(), Input{Client: fake.NewClientset(
+		gpuNode("gpu-a", toolkitBroken), gpuNode("gpu-b", withLabel(config.LabelDriverVersion, "575.51.03")), agentConfigMap(), policyRuntimeClass())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := nodeByName(t, r, "gpu-a")
+	if g := a.Gates[2]; g.Label != config.LabelToolkitReady || g.State != GateStateClosed ||
+		g.Reason != "container-toolkit: no toolkit status in /var/lib/gpupolicy/toolkit-status.json: containerd has not loaded the nvidia handler" {
+		t.Errorf("toolkit-ready gate: %+v", g)
+	}
+	b := nodeByName(t, r, "gpu-b")
+	if !b.Driver.Drift || b.Driver.Expected != testDriver || b.Driver.Enforce != "branch" {
+		t.Errorf("575 vs 580 under enforce branch must be drift even without the agent's label: %+v", b.Driver)
+	}
+}
+
+func TestDriverSatisfies(t *testing.T) {
+	for _, tc := range []struct {
+		found, want, enforce string
+		ok                   bool
+	}{
+		{"580.95.05", "580.95.05", "exact", true},
+		{"580.82.07", "580.95.05", "exact", false},
+		{"580.82.07", "580.95.05", "branch", true},
+		{"570.86.15", "580.95.05", "branch", false},
+		{"570.86.15", "580.95.05", "none", false},
+	} {
+		if got := driverSatisfies(tc.found, tc.want, tc.enforce); got != tc.ok {
+			t.Errorf("driverSatisfies(%s, %s, %s) = %v", tc.found, tc.want, tc.enforce, got)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package doctor
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// Defaults of the GPUPolicy contract that doctor falls back to when neither -f nor the agent's
+// ConfigMap in the cluster says otherwise.
+const (
+	DefaultNamespace        = "gpu-system"
+	DefaultResourceName     = "nvidia.com/gpu"
+	DefaultRuntimeClassName = "nvidia"
+	// agentDaemonSet is the DaemonSet whose nodeSelector is the policy's entry gate.
+	agentDaemonSet = "gpu-node-agent"
+)
+
+// Expectations are the facts of the policy that a diagnosis needs: which resource a GPU pod asks
+// for, which RuntimeClass it names, which driver the nodes must run and which stages exist.
+type Expectations struct {
+	// Source says where these facts came from: "policy <path>", "configmap <ns>/<name>" or "defaults".
+	Source           string            `json:"source"`
+	Namespace        string            `json:"namespace"`
+	ResourceName     string            `json:"resourceName"`
+	RuntimeClassName string            `json:"runtimeClassName"`
+	EntrySelector    map[string]string `json:"entrySelector"`
+	DriverVersion    string            `json:"driverVersion,omitempty"`
+	DriverEnforce    string            `json:"driverEnforce,omitempty"`
+	FeatureDiscovery bool              `json:"featureDiscovery"`
+	Exporter         bool              `json:"exporter"`
+}
+
+// defaultExpectations are the contract's defaults, used when nothing better is known.
+func defaultExpectations(namespace string) Expectations {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	return Expectations{
+		Source:           "defaults",
+		Namespace:        namespace,
+		ResourceName:     DefaultResourceName,
+		RuntimeClassName: DefaultRuntimeClassName,
+		EntrySelector:    map[string]string{config.LabelGPUPresent: "true"},
+		FeatureDiscovery: true,
+		Exporter:         true,
+	}
+}
+
+// applyAgentConfig fills e from the rendered node agent configuration (the same document the
+// agent on every node reads, so doctor judges nodes by the rules the agent applies).
+func (e *Expectations) applyAgentConfig(raw string) error {
+	var agent config.Agent
+	if err := yaml.Unmarshal([]byte(raw), &agent); err != nil {
+		return fmt.Errorf("key %s of ConfigMap %s: %w", config.AgentConfigFile, config.AgentConfigMap, err)
+	}
+	if agent.DevicePlugin.ResourceName != "" {
+		e.ResourceName = agent.DevicePlugin.ResourceName
+	}
+	if agent.Toolkit.RuntimeClassName != "" {
+		e.RuntimeClassName = agent.Toolkit.RuntimeClassName
+	}
+	e.DriverVersion = agent.Driver.Version
+	e.DriverEnforce = agent.Driver.Enforce
+	e.FeatureDiscovery = agent.Stages.FeatureDiscovery
+	e.Exporter = agent.Stages.Exporter
+	return nil
+}
+
+// expectationsFromObjects reads the expectations out of a rendered object set: the agent
+// ConfigMap, the agent DaemonSet's nodeSelector (the entry gate) and the RuntimeClass.
+func expectationsFromObjects(source string, objs []*unstructured.Unstructured) (Expectations, error) {
+	e := defaultExpectations("")
+	e.Source = source
+	foundAgent := false
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "ConfigMap" && o.GetName() == config.AgentConfigMap:
+			raw, _, _ := unstructured.NestedString(o.Object, "data", config.AgentConfigFile)
+			if err := e.applyAgentConfig(raw); err != nil {
+				return e, fmt.Errorf("%s: %w", source, err)
+			}
+			e.Namespace = o.GetNamespace()
+			foundAgent = true
+		case o.GetKind() == "DaemonSet" && o.GetName() == agentDaemonSet:
+			var ds struct {
+				Spec struct {
+					Template corev1.PodTemplateSpec `json:"template"`
+				} `json:"spec"`
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err == nil && len(ds.Spec.Template.Spec.NodeSelector) > 0 {
+				e.EntrySelector = ds.Spec.Template.Spec.NodeSelector
+			}
+		}
+	}
+	if !foundAgent {
+		return e, fmt.Errorf("%s holds no ConfigMap %s: is it the output of gpupolicy-fn render?", source, config.AgentConfigMap)
+	}
+	return e, nil
+}
+
+// selectorString renders a label selector map in kubectl's syntax, keys sorted.
+func selectorString(sel map[string]string) string {
+	keys := make([]string, 0, len(sel))
+	for k := range sel {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	s := ""
+	for i, k := range keys {
+		if i > 0 {
+			s += ","
+		}
+		s += k + "=" + sel[k]
+	}
+	return s
+}

@@ -1,0 +1,317 @@
+package doctor
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// Labels written by the agent's feature-discovery stage under gpu-feature-discovery's names.
+const (
+	labelGPUCount    = "nvidia.com/gpu.count"
+	labelGPUReplicas = "nvidia.com/gpu.replicas"
+)
+
+// gateDef is one node label gate. verifiedBy is the stage whose check the agent passes before
+// opening the label (the driver label opens on entry), so its verdict explains a closed gate.
+type gateDef struct {
+	stage, label, verifiedBy string
+	enabled                  func(Expectations) bool
+}
+
+func always(Expectations) bool { return true }
+
+// gateDefs in the order the agent opens them.
+var gateDefs = []gateDef{
+	{config.StageDriver, config.LabelDeployDriver, "", always},
+	{config.StageToolkit, config.LabelDeployToolkit, config.StageDriver, always},
+	{"toolkit-ready", config.LabelToolkitReady, config.StageToolkit, always},
+	{config.StageDevicePlugin, config.LabelDeployDevicePlugin, config.StageToolkit, always},
+	{config.StageFeatureDiscovery, config.LabelDeployFeatureDiscovery, config.StageToolkit,
+		func(e Expectations) bool { return e.FeatureDiscovery }},
+	{config.StageExporter, config.LabelDeployExporter, config.StageToolkit,
+		func(e Expectations) bool { return e.Exporter }},
+}
+
+// stageVerdict is one entry of the agent's gate-status annotation.
+type stageVerdict struct {
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason"`
+}
+
+// diagnoseNodes judges every GPU node (pod diagnoses point at them) and reports those the
+// flags ask for: all of them, --node's, or none with --pod alone.
+func (s *snapshot) diagnoseNodes() error {
+	s.nodeReports = map[string]*NodeReport{}
+	found := false
+	for i := range s.nodes {
+		n := &s.nodes[i]
+		named := n.Name == s.in.Node
+		found = found || named
+		if !s.isGPUNode(n) && !named {
+			continue
+		}
+		r := s.diagnoseNode(n)
+		s.nodeReports[n.Name] = &r
+		if named || (s.in.Node == "" && s.in.Pod == "") {
+			s.report.Nodes = append(s.report.Nodes, r)
+		}
+	}
+	if s.in.Node != "" && !found {
+		return fmt.Errorf("--node %s: no such node in the cluster", s.in.Node)
+	}
+	return nil
+}
+
+func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
+	r := NodeReport{Name: n.Name, Unschedulable: n.Spec.Unschedulable}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			r.KubeletReady = c.Status == corev1.ConditionTrue
+		}
+	}
+	verdicts, verdictErr := parseGateStatus(n.Annotations[config.AnnotationGateStatus])
+	r.Gates = s.gates(n, verdicts)
+	r.Driver = s.driverState(n)
+	r.GPUs = s.gpuState(n)
+	r.RuntimeClass = s.runtimeClassFit(n)
+
+	add := func(sev, check, msg, fix string) {
+		r.Findings = append(r.Findings, Finding{Severity: sev, Check: check, Message: msg, Fix: fix})
+	}
+	onNode := fmt.Sprintf("kubectl -n %s get pods -o wide --field-selector spec.nodeName=%s", s.exp.Namespace, n.Name)
+	for _, g := range r.Gates {
+		if g.State == GateStateOptedOut {
+			add(SeverityWarning, "opt-out", fmt.Sprintf("gate %s is \"false\": a person opted %s out of the %s stage; the agent never reopens it", g.Label, n.Name, g.Stage),
+				fmt.Sprintf("if the opt-out is no longer wanted: kubectl label node %s %s-", n.Name, g.Label))
+		}
+	}
+	if !r.KubeletReady {
+		add(SeverityError, "node-not-ready", "the kubelet is not Ready", "kubectl describe node "+n.Name+" (conditions and events), then the kubelet's logs on the node")
+	}
+	if verdictErr != nil {
+		add(SeverityWarning, "gate-status", fmt.Sprintf("annotation %s is not the agent's JSON: %v", config.AnnotationGateStatus, verdictErr),
+			"the agent rewrites it on its next pass; check that only gpu-node-agent writes nvidia.com/ annotations")
+	}
+	if r.Driver.Drift {
+		sev := SeverityError
+		if r.Driver.Enforce == "none" {
+			sev = SeverityWarning // the agent opens the gates anyway
+		}
+		msg := fmt.Sprintf("driver %s does not match the policy's %s (enforce %s)", orUnknown(r.Driver.Version), orUnknown(r.Driver.Expected), orUnknown(r.Driver.Enforce))
+		if r.Driver.Detail != "" {
+			msg += "; agent: " + r.Driver.Detail
+		}
+		add(sev, "driver-drift", msg, fmt.Sprintf("install driver %s on %s (drain it first), or, if %s is intended, set spec.driver.version and re-render",
+			orUnknown(r.Driver.Expected), n.Name, orUnknown(r.Driver.Version)))
+	}
+	if g, ok := firstClosed(r.Gates); ok {
+		add(SeverityError, "gate", fmt.Sprintf("gate %s is closed%s", g.Label, reasonSuffix(g.Reason)), s.gateFix(g, n, onNode))
+	}
+	s.gpuFindings(&r, onNode, add)
+	s.runtimeClassFindings(&r, add)
+
+	r.Verdict = "ready"
+	for _, f := range r.Findings {
+		if f.Severity == SeverityError {
+			r.Verdict = f.Check + ": " + f.Message
+			break
+		}
+	}
+	return r
+}
+
+func parseGateStatus(raw string) (map[string]stageVerdict, error) {
+	v := map[string]stageVerdict{}
+	if raw == "" {
+		return v, nil
+	}
+	err := json.Unmarshal([]byte(raw), &v)
+	return v, err
+}
+
+func (s *snapshot) gates(n *corev1.Node, verdicts map[string]stageVerdict) []Gate {
+	var out []Gate
+	for _, d := range gateDefs {
+		g := Gate{Stage: d.stage, Label: d.label}
+		switch v, ok := n.Labels[d.label]; {
+		case !d.enabled(s.exp):
+			g.State = GateStateDisabled
+		case v == config.GateOpen:
+			g.State = GateStateOpen
+		case ok && v == config.GateOptOut:
+			g.State = GateStateOptedOut
+		default:
+			g.State = GateStateClosed
+		}
+		if g.State == GateStateClosed {
+			g.Reason = closedReason(d, verdicts)
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// closedReason is the agent's verdict that keeps a gate closed: the failed check of the stage
+// that opens it, else the stage's own verdict.
+func closedReason(d gateDef, verdicts map[string]stageVerdict) string {
+	for _, stage := range []string{d.verifiedBy, d.stage} {
+		if v, ok := verdicts[stage]; ok && stage != "" && !v.Ready {
+			return stage + ": " + v.Reason
+		}
+	}
+	return ""
+}
+
+// firstClosed is the first gate the agent still has to open; an opt-out upstream explains the
+// rest, so nothing after it is reported as closed.
+func firstClosed(gates []Gate) (Gate, bool) {
+	for _, g := range gates {
+		switch g.State {
+		case GateStateOptedOut:
+			return Gate{}, false
+		case GateStateClosed:
+			return g, true
+		}
+	}
+	return Gate{}, false
+}
+
+func (s *snapshot) gateFix(g Gate, n *corev1.Node, onNode string) string {
+	switch g.Stage {
+	case config.StageDriver:
+		return fmt.Sprintf("the node agent has not admitted %s: check that it carries the entry labels %s and that a gpu-node-agent pod runs there (%s)",
+			n.Name, selectorString(s.exp.EntrySelector), onNode)
+	case config.StageToolkit:
+		return fmt.Sprintf("make the driver on %s pass the agent's check (reason above); the gpu-driver pod there shows why (%s)", n.Name, onNode)
+	}
+	return fmt.Sprintf("containerd on %s has no verified %s handler yet: see the gpu-container-toolkit pod there (%s) and its toolkit-status file %s",
+		n.Name, s.exp.RuntimeClassName, onNode, config.ToolkitStatusFile)
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return " (the agent recorded no reason)"
+	}
+	return " (agent: " + reason + ")"
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func (s *snapshot) driverState(n *corev1.Node) DriverState {
+	d := DriverState{
+		Version:  n.Labels[config.LabelDriverVersion],
+		Expected: s.exp.DriverVersion,
+		Enforce:  s.exp.DriverEnforce,
+		Drift:    n.Labels[config.LabelDriverDrift] == "true",
+		Detail:   n.Annotations[config.AnnotationDriverDrift],
+	}
+	if d.Version != "" && d.Expected != "" && !driverSatisfies(d.Version, d.Expected, d.Enforce) {
+		d.Drift = true
+	}
+	return d
+}
+
+// driverSatisfies applies the policy's enforce rule: exact version, same branch (the major
+// number, e.g. 580), or anything for none.
+func driverSatisfies(found, want, enforce string) bool {
+	switch enforce {
+	case "exact":
+		return found == want
+	case "none":
+		return found == want // reported as a warning only
+	}
+	fb, _, _ := strings.Cut(found, ".")
+	wb, _, _ := strings.Cut(want, ".")
+	return fb == wb
+}
+
+func (s *snapshot) gpuState(n *corev1.Node) GPUState {
+	g := GPUState{Found: -1, Replicas: 1, InUse: s.inUse[n.Name]}
+	if v, err := strconv.Atoi(n.Labels[labelGPUCount]); err == nil {
+		g.Found = v
+	}
+	if v, err := strconv.Atoi(n.Labels[labelGPUReplicas]); err == nil && v > 0 {
+		g.Replicas = v
+	}
+	name := corev1.ResourceName(s.exp.ResourceName)
+	if q, ok := n.Status.Capacity[name]; ok {
+		g.Capacity = q.Value()
+	}
+	if q, ok := n.Status.Allocatable[name]; ok {
+		g.Allocatable = q.Value()
+	}
+	return g
+}
+
+func (s *snapshot) gpuFindings(r *NodeReport, onNode string, add func(sev, check, msg, fix string)) {
+	plugin := gateState(r.Gates, config.StageDevicePlugin)
+	g := r.GPUs
+	res := s.exp.ResourceName
+	switch {
+	case plugin == GateStateOpen && g.Allocatable == 0:
+		add(SeverityError, "gpu-capacity", fmt.Sprintf("the device-plugin gate is open but the kubelet advertises no allocatable %s (capacity %d)", res, g.Capacity),
+			fmt.Sprintf("see the gpu-device-plugin pod on %s (%s): it has not registered with the kubelet, or reports every GPU unhealthy", r.Name, onNode))
+	case plugin == GateStateOpen && g.Allocatable < g.Capacity:
+		add(SeverityWarning, "gpu-capacity", fmt.Sprintf("%d of %d %s are unhealthy (capacity %d, allocatable %d)", g.Capacity-g.Allocatable, g.Capacity, res, g.Capacity, g.Allocatable),
+			fmt.Sprintf("the device plugin marked GPUs unhealthy after XID errors: kubectl describe node %s; they return after the recovery period, else drain the node and reset the GPU", r.Name))
+	}
+	if g.Found >= 0 && g.Capacity > 0 && int64(g.Found*g.Replicas) != g.Capacity {
+		add(SeverityWarning, "gpu-count", fmt.Sprintf("the agent found %d GPUs (%s) × %d replicas, but the kubelet capacity of %s is %d", g.Found, labelGPUCount, g.Replicas, res, g.Capacity),
+			fmt.Sprintf("a GPU fell off the bus or the device plugin config differs from the policy: compare nvidia-smi on %s with the gpu-device-plugin ConfigMap", r.Name))
+	}
+}
+
+func gateState(gates []Gate, stage string) string {
+	for _, g := range gates {
+		if g.Stage == stage {
+			return g.State
+		}
+	}
+	return ""
+}
+
+func (s *snapshot) runtimeClassFit(n *corev1.Node) RuntimeClassFit {
+	f := RuntimeClassFit{Name: s.exp.RuntimeClassName}
+	if s.runtimeClass == nil {
+		return f
+	}
+	f.Known = true
+	sel := runtimeClassSelector(s.runtimeClass)
+	f.Selector = selectorString(sel)
+	f.Matches = len(sel) == 0 || matchesSelector(n.Labels, sel)
+	return f
+}
+
+func (s *snapshot) runtimeClassFindings(r *NodeReport, add func(sev, check, msg, fix string)) {
+	rc := r.RuntimeClass
+	if !rc.Known {
+		return
+	}
+	ready := gateState(r.Gates, "toolkit-ready") == GateStateOpen
+	switch {
+	case ready && !rc.Matches:
+		add(SeverityError, "runtimeclass", fmt.Sprintf("RuntimeClass %s selects %s, which does not match %s although its toolkit gate is open", rc.Name, rc.Selector, r.Name),
+			fmt.Sprintf("re-apply the rendered RuntimeClass (its scheduling.nodeSelector must be %s=true): kubectl get runtimeclass %s -o yaml", config.LabelToolkitReady, rc.Name))
+	case !ready && rc.Matches:
+		add(SeverityError, "runtimeclass", fmt.Sprintf("RuntimeClass %s admits pods to %s although containerd there has no verified handler (%s)", rc.Name, r.Name, selectorPhrase(rc.Selector)),
+			fmt.Sprintf("re-apply the rendered RuntimeClass so it selects %s=true; pods landing here fail with RuntimeHandler errors", config.LabelToolkitReady))
+	}
+}
+
+func selectorPhrase(sel string) string {
+	if sel == "" {
+		return "it has no scheduling.nodeSelector"
+	}
+	return "its selector is " + sel
+}

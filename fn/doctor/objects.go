@@ -1,0 +1,218 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/restmapper"
+)
+
+// maxChanges bounds the differing fields listed per object; the count says how many there were.
+const maxChanges = 5
+
+// compareObjects checks that every rendered object exists in the cluster and still carries every
+// field the renderer set. Fields the API server or controllers add (defaults, status, managed
+// metadata) are not differences: the rendered object must be a subset of the live one.
+func (s *snapshot) compareObjects(ctx context.Context, rendered []*unstructured.Unstructured) error {
+	if s.in.Dynamic == nil {
+		return fmt.Errorf("comparing %s with the cluster needs a dynamic client", s.in.Expected.Source)
+	}
+	mapper := s.in.Mapper
+	if mapper == nil {
+		groups, err := restmapper.GetAPIGroupResources(s.in.Client.Discovery())
+		if err != nil && len(groups) == 0 {
+			return s.readErr("get", "API discovery (/api, /apis)", "", "", err)
+		}
+		mapper = restmapper.NewDiscoveryRESTMapper(groups)
+	}
+	objs := append([]*unstructured.Unstructured{}, rendered...)
+	sort.SliceStable(objs, func(i, j int) bool { return objectKey(objs[i]) < objectKey(objs[j]) })
+	for _, want := range objs {
+		if localOnly(want) {
+			continue
+		}
+		s.report.ObjectsChecked++
+		f := ObjectFinding{APIVersion: want.GetAPIVersion(), Kind: want.GetKind(), Namespace: want.GetNamespace(), Name: want.GetName()}
+		gvk := want.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			if !meta.IsNoMatchError(err) {
+				return err
+			}
+			f.Finding = Finding{Severity: SeverityError, Check: "kind-not-served",
+				Message: fmt.Sprintf("the cluster does not serve %s %s (its CRD or API group is not installed)", gvk.GroupVersion(), gvk.Kind),
+				Fix:     "install the API that serves " + gvk.Kind + " (e.g. the Prometheus Operator CRDs for ServiceMonitor), or turn the feature off in the policy"}
+			s.report.Objects = append(s.report.Objects, f)
+			continue
+		}
+		ri := s.in.Dynamic.Resource(mapping.Resource)
+		var live *unstructured.Unstructured
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			live, err = ri.Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
+		} else {
+			live, err = ri.Get(ctx, want.GetName(), metav1.GetOptions{})
+		}
+		resource := mapping.Resource.GroupResource().String()
+		switch {
+		case apierrors.IsNotFound(err):
+			f.Finding = Finding{Severity: SeverityError, Check: "object-missing",
+				Message: fmt.Sprintf("%s %s is rendered but not in the cluster", want.GetKind(), objectName(want)),
+				Fix:     "sync the rendered manifests (Argo CD / Flux), or kubectl apply the file that holds it"}
+		case err != nil:
+			if err := s.note(s.readErr("get", resource, want.GetNamespace(), want.GetName(), err), "not compared"); err != nil {
+				return err
+			}
+			continue
+		default:
+			changes := diffSubset(want.Object, live.Object)
+			if len(changes) == 0 {
+				continue
+			}
+			f.Finding = Finding{Severity: SeverityError, Check: "object-changed",
+				Message: fmt.Sprintf("%s %s differs from the rendered object in %d field(s)", want.GetKind(), objectName(want), len(changes)),
+				Fix:     "someone changed it outside git: re-sync from git, or move the change into the policy and re-render"}
+			f.Changes = changes[:min(len(changes), maxChanges)]
+		}
+		s.report.Objects = append(s.report.Objects, f)
+	}
+	return nil
+}
+
+// localOnly: kustomize's own files and objects marked local-config never reach the cluster.
+func localOnly(o *unstructured.Unstructured) bool {
+	return strings.HasPrefix(o.GetAPIVersion(), "kustomize.config.k8s.io/") ||
+		strings.HasPrefix(o.GetAPIVersion(), "config.kubernetes.io/") ||
+		o.GetAnnotations()["config.kubernetes.io/local-config"] == "true"
+}
+
+func objectKey(o *unstructured.Unstructured) string {
+	return o.GroupVersionKind().GroupKind().String() + "/" + o.GetNamespace() + "/" + o.GetName()
+}
+
+func objectName(o *unstructured.Unstructured) string {
+	if o.GetNamespace() == "" {
+		return o.GetName()
+	}
+	return o.GetNamespace() + "/" + o.GetName()
+}
+
+// ignoredMetadata is what the API server manages or the KRM pipeline adds for itself.
+func ignoredField(path string) bool {
+	switch {
+	case path == ".status", strings.HasPrefix(path, ".status."):
+		return true
+	case strings.HasPrefix(path, ".metadata."):
+		rest := strings.TrimPrefix(path, ".metadata.")
+		if rest == "labels" || rest == "annotations" {
+			return false
+		}
+		if a, ok := strings.CutPrefix(rest, "annotations."); ok {
+			return strings.HasPrefix(a, "internal.config.kubernetes.io/") || strings.HasPrefix(a, "config.kubernetes.io/")
+		}
+		return !strings.HasPrefix(rest, "labels.")
+	}
+	return false
+}
+
+// diffSubset lists the fields of want that live lacks or holds with another value, as
+// "path: want X, have Y", in sorted path order.
+func diffSubset(want, live map[string]any) []string {
+	var out []string
+	walkSubset("", want, live, &out)
+	return out
+}
+
+func walkSubset(path string, want, live any, out *[]string) {
+	if ignoredField(path) {
+		return
+	}
+	switch w := want.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			*out = append(*out, fmt.Sprintf("%s: want an object, have %s", pathOrRoot(path), show(live)))
+			return
+		}
+		keys := make([]string, 0, len(w))
+		for k := range w {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			sub := path + "." + k
+			lv, present := l[k]
+			if !present {
+				if !ignoredField(sub) && !emptyValue(w[k]) {
+					*out = append(*out, fmt.Sprintf("%s: want %s, have nothing", sub, show(w[k])))
+				}
+				continue
+			}
+			walkSubset(sub, w[k], lv, out)
+		}
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) != len(w) {
+			*out = append(*out, fmt.Sprintf("%s: want %d item(s), have %s", pathOrRoot(path), len(w), show(live)))
+			return
+		}
+		for i := range w {
+			walkSubset(fmt.Sprintf("%s[%d]", path, i), w[i], l[i], out)
+		}
+	default:
+		if !sameScalar(want, live) {
+			*out = append(*out, fmt.Sprintf("%s: want %s, have %s", pathOrRoot(path), show(want), show(live)))
+		}
+	}
+}
+
+// emptyValue: an empty map or list in the rendered object is equivalent to an absent field,
+// which is how the API server stores it.
+func emptyValue(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		return len(t) == 0
+	case []any:
+		return len(t) == 0
+	case nil:
+		return true
+	}
+	return false
+}
+
+// sameScalar compares scalars by their JSON text, so 1 (int64 from YAML) equals 1 (float64 or
+// int64 from the API server).
+func sameScalar(a, b any) bool {
+	return show(a) == show(b)
+}
+
+func show(v any) string {
+	if v == nil {
+		return "nothing"
+	}
+	if f, ok := v.(float64); ok && f == float64(int64(f)) {
+		v = int64(f)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	s := string(b)
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}
+
+func pathOrRoot(p string) string {
+	if p == "" {
+		return "."
+	}
+	return p
+}
