@@ -86,7 +86,10 @@ func (w *kubeletWatch) run(ctx context.Context) {
 
 // registerLoop makes every plugin serve and register on each trigger. Registration retries
 // with doubling delays, bounded per trigger; when kubelet.sock is absent it waits for the
-// next trigger, since the kubelet announces itself by creating the socket.
+// next trigger, since the kubelet announces itself by creating the socket. A restarting
+// kubelet both wipes our sockets and creates its own, which can cost a second registration;
+// the kubelet takes a repeated registration as a reconnect, so none is suppressed: skipping
+// one on a wrong guess would leave the node without GPUs.
 func (m *Manager) registerLoop(ctx context.Context, triggers <-chan struct{}) {
 	sock := filepath.Join(m.opts.PluginDir, KubeletSocket)
 	for {
@@ -100,7 +103,6 @@ func (m *Manager) registerLoop(ctx context.Context, triggers <-chan struct{}) {
 				p.Stop()
 				if err := p.Start(); err != nil {
 					m.log.Error("restart plugin server", "resource", p.Resource(), "error", err)
-					continue
 				}
 			}
 		}
@@ -114,7 +116,7 @@ func (m *Manager) registerLoop(ctx context.Context, triggers <-chan struct{}) {
 	}
 }
 
-func (m *Manager) registerWithRetry(ctx context.Context, p *server.Plugin, sock string) {
+func (m *Manager) registerWithRetry(ctx context.Context, p *server.Plugin, sock string) bool {
 	delay := m.opts.RetryInitial
 	for attempt := 1; ; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -122,16 +124,16 @@ func (m *Manager) registerWithRetry(ctx context.Context, p *server.Plugin, sock 
 		cancel()
 		if err == nil {
 			m.log.Info("registered with the kubelet", "resource", p.Resource(), "attempt", attempt)
-			return
+			return true
 		}
 		if attempt >= m.opts.RetryAttempts || ctx.Err() != nil {
 			m.log.Error("registration failed; waiting for kubelet.sock to be recreated", "resource", p.Resource(), "attempts", attempt, "error", err)
-			return
+			return false
 		}
 		m.log.Warn("registration failed; retrying", "resource", p.Resource(), "attempt", attempt, "retry_in", delay, "error", err)
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, m.opts.RetryMax)
