@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// renderedMarker is the header of the kustomization files render writes; a directory whose
+// kustomization carries it is a tree render may replace.
+var renderedMarker = []byte("# Rendered by gpupolicy-fn")
+
+// writeTree replaces dir with exactly files, atomically: everything is written to a sibling
+// temporary directory first and then swapped into place, so a reader (git, Argo CD, a person)
+// sees the old tree or the new one, never half of either. An existing dir is replaced only if
+// render wrote it (it would delete whatever else it holds).
+func writeTree(dir string, files map[string][]byte) error {
+	dir = filepath.Clean(dir)
+	if err := checkReplaceable(dir); err != nil {
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".new-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp) // after a successful swap it holds the old tree
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := filepath.Join(tmp, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, files[name], 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
+		return err
+	}
+	return swapDir(tmp, dir)
+}
+
+// checkReplaceable refuses to replace a directory that render did not write.
+func checkReplaceable(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, k := range []string{"kustomization.yaml", filepath.Join("flux", "kustomization.yaml")} {
+		b, err := os.ReadFile(filepath.Join(dir, k))
+		if err == nil && bytes.HasPrefix(b, renderedMarker) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s exists and was not written by gpupolicy-fn render (no kustomization.yaml with its header): render replaces the whole directory, so choose a new or empty one", dir)
+}

@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/gpupolicy/gpupolicy/fn/version"
+)
+
+// Usage is the manual of gpupolicy-fn as a whole.
+func Usage(w io.Writer, commands []string) {
+	fmt.Fprintf(w, `gpupolicy-fn %s — expands one GPUPolicy into every object a GPU cluster needs.
+
+Usage:
+  gpupolicy-fn                       KRM function: reads a ResourceList on stdin, writes it to stdout
+                                     with the rendered objects added (the GPUPolicy is the
+                                     functionConfig or an item and never appears in the output).
+                                     Problems are results with severity, field path, resourceRef and
+                                     file; any error exits 1 with no objects.
+  gpupolicy-fn render -f POLICY -o DIR
+                                     writes the rendered tree, one file per object, grouped by stage.
+`, version.Version)
+	for _, c := range commands {
+		fmt.Fprintln(w, "  "+c)
+	}
+	fmt.Fprint(w, `  gpupolicy-fn version               prints the version
+  gpupolicy-fn help                  this text; every command takes --help
+
+As a kustomize generator (exec mode; the annotation goes on the GPUPolicy):
+  metadata:
+    annotations:
+      config.kubernetes.io/function: |
+        exec:
+          path: /abs/path/to/gpupolicy-fn
+  kustomization.yaml: generators: [policy.yaml]
+  kustomize build --enable-alpha-plugins --enable-exec DIR
+
+With kpt: kpt fn eval --exec gpupolicy-fn DIR   (the GPUPolicy is an item of DIR), or a Kptfile
+pipeline mutator with configPath: policy.yaml.
+`)
+}

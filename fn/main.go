@@ -1,0 +1,58 @@
+// Command gpupolicy-fn expands a GPUPolicy into rendered manifests: with no arguments it is a
+// KRM function (kustomize, kpt); its subcommands render a tree, audit privileges, diff two
+// policies and diagnose a cluster. This file only dispatches.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/gpupolicy/gpupolicy/fn/cli"
+	"github.com/gpupolicy/gpupolicy/fn/doctor"
+	"github.com/gpupolicy/gpupolicy/fn/krm"
+	"github.com/gpupolicy/gpupolicy/fn/validate"
+	"github.com/gpupolicy/gpupolicy/fn/version"
+)
+
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+var commands = map[string]command{
+	"render": cli.Render,
+	"doctor": doctor.Run,
+}
+
+// commandHelp lines for the usage text of the commands other packages implement.
+var commandHelp = []string{
+	"gpupolicy-fn doctor ...             diagnoses why GPU pods or nodes are not ready in a cluster",
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return krm.Run(stdin, stdout, stderr, validate.Options{})
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		cli.Usage(stdout, commandHelp)
+		return 0
+	case "version", "--version":
+		fmt.Fprintln(stdout, version.Version)
+		return 0
+	}
+	if c, ok := commands[args[0]]; ok {
+		return c(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "gpupolicy-fn: unknown command %q\n\n", args[0])
+	cli.Usage(stderr, commandHelp)
+	return 2
+}

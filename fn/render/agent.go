@@ -1,0 +1,58 @@
+package render
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// Paths under which node programs see the host (their --host-root).
+const hostRoot = "/host"
+
+var agentConfigPath = config.AgentConfigDir + "/" + config.AgentConfigFile
+
+// nonRootUser runs the node programs that only read world-readable host files.
+const nonRootUser = 65532
+
+// agentHostMounts are what the gate and the driver validator read: the kernel module's
+// version (no NVML before the toolkit stage) and the status file the toolkit installer
+// writes. /proc/driver always exists; the nvidia entry appears when the module loads.
+func agentHostMounts() []mount {
+	return []mount{
+		hostPath("host-proc-driver", "/proc/driver", corev1.HostPathDirectory, hostRoot+"/proc/driver", true),
+		hostPath("host-gpupolicy-state", "/var/lib/gpupolicy", corev1.HostPathDirectoryOrCreate, hostRoot+"/var/lib/gpupolicy", true),
+	}
+}
+
+func agentConfigMount() mount {
+	return configMapMount("agent-config", config.AgentConfigMap, config.AgentConfigDir)
+}
+
+// nonRoot drops the pod to an unprivileged user on top of the container's unprivileged context.
+func nonRoot(sc *corev1.SecurityContext) *corev1.SecurityContext {
+	sc.RunAsNonRoot = ptr(true)
+	sc.RunAsUser = ptr(int64(nonRootUser))
+	sc.RunAsGroup = ptr(int64(nonRootUser))
+	return sc
+}
+
+// renderNodeAgent is the entry stage: on every GPU node (entry selector only), it opens the
+// stage gates in order as it verifies each stage. It only reads the host.
+func renderNodeAgent(c *plan) (Objects, error) {
+	vols, mounts := volumesAndMounts(append(agentHostMounts(), agentConfigMount())...)
+	obj, err := c.build(daemonSet{
+		name: NameNodeAgent, component: "node-agent", stage: StagePrereqs,
+		configs: [][]byte{c.agentConfig},
+		containers: []corev1.Container{{
+			Name:            "gate",
+			Image:           c.images.gpupolicy,
+			Command:         []string{"gpu-node-agent", "gate", "--config", agentConfigPath, "--host-root", hostRoot},
+			Env:             []corev1.EnvVar{nodeNameEnv()},
+			Resources:       resources("10m", "32Mi", "128Mi"),
+			SecurityContext: nonRoot(unprivileged()),
+			VolumeMounts:    mounts,
+		}},
+		volumes: vols,
+	})
+	return Objects{obj}, err
+}

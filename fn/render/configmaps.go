@@ -1,0 +1,117 @@
+package render
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// agentInterval is how often `gpu-node-agent gate` re-validates every stage: short enough that
+// a broken driver closes the downstream gates within a minute, long enough to cost nothing.
+const agentInterval = "30s"
+
+// pool is one device plugin deployment: a node pool, or (name "") the GPU nodes outside every pool.
+type pool struct {
+	name     string
+	selector map[string]string // the pool's nodeSelector; nil for the rest
+	settings *v1alpha1.DevicePlugin
+}
+
+// devicePluginPools lists the rest first, then the node pools in policy order.
+func devicePluginPools(p *v1alpha1.GPUPolicy) []pool {
+	out := []pool{{settings: &p.Spec.DevicePlugin}}
+	for i := range p.Spec.NodePools {
+		np := &p.Spec.NodePools[i]
+		out = append(out, pool{name: np.Name, selector: np.NodeSelector, settings: np.DevicePlugin})
+	}
+	return out
+}
+
+// suffix is the "-<pool>" of the pool's object names.
+func (pl pool) suffix() string {
+	if pl.name == "" {
+		return ""
+	}
+	return "-" + pl.name
+}
+
+func devicePluginConfig(poolName string, dp *v1alpha1.DevicePlugin) config.DevicePlugin {
+	return config.DevicePlugin{
+		Pool:               poolName,
+		ResourceName:       dp.ResourceName,
+		MIGStrategy:        dp.MIGStrategy,
+		DeviceListStrategy: dp.DeviceListStrategy,
+		Sharing:            config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: dp.Sharing.TimeSlicing.Replicas}},
+		HealthChecks: config.HealthChecks{
+			Enabled:     v1alpha1.Bool(dp.HealthChecks.Enabled),
+			IgnoredXIDs: dp.HealthChecks.IgnoredXIDs,
+		},
+	}
+}
+
+// agentConfig is everything the node agent verifies and labels, from the policy.
+func agentConfig(p *v1alpha1.GPUPolicy, dropInSHA256 string) config.Agent {
+	s := &p.Spec
+	cr := &s.ContainerRuntime
+	a := config.Agent{
+		Interval:    agentInterval,
+		Driver:      config.AgentDriver{Source: s.Driver.Source, Version: s.Driver.Version, Enforce: s.Driver.Enforce},
+		CUDAVersion: s.CUDA.Version,
+		ContainerRuntime: config.ContainerRuntime{
+			Name: cr.Name, Version: cr.Version, ConfigPath: cr.ConfigPath,
+			DropInDir: cr.DropInDir, Socket: cr.Socket, RestartMode: cr.RestartMode,
+		},
+		Toolkit: config.AgentToolkit{
+			Source:           s.Toolkit.Source,
+			Version:          s.Toolkit.Version,
+			RuntimeClassName: s.Toolkit.RuntimeClassName,
+			RuntimePath:      runtimePath(&s.Toolkit),
+			CDI:              v1alpha1.Bool(s.Toolkit.CDI),
+			DropInSHA256:     dropInSHA256,
+		},
+		Stages: config.Stages{
+			FeatureDiscovery: v1alpha1.Bool(s.FeatureDiscovery.Enabled),
+			Exporter:         v1alpha1.Bool(s.Exporter.Enabled),
+		},
+		DevicePlugin: devicePluginConfig("", &s.DevicePlugin),
+	}
+	for _, np := range s.NodePools {
+		a.NodePools = append(a.NodePools, config.AgentPool{
+			Name: np.Name, NodeSelector: np.NodeSelector,
+			DevicePlugin: devicePluginConfig(np.Name, np.DevicePlugin),
+		})
+	}
+	return a
+}
+
+// marshalConfig writes a node config document (JSON field names) as YAML with sorted keys.
+func marshalConfig(v any) ([]byte, error) {
+	m, err := toMap(v)
+	if err != nil {
+		return nil, err
+	}
+	return marshalYAML(m)
+}
+
+// renderConfigMaps: the containerd drop-in as reviewable text, the agent's config and one
+// device plugin config per pool. They are prerequisites: every DaemonSet mounts one.
+func renderConfigMaps(c *plan) (Objects, error) {
+	out := Objects{
+		c.configMap("containerd", config.DropInConfigMap, config.DropInFile, c.dropIn),
+		c.configMap("node-agent", config.AgentConfigMap, config.AgentConfigFile, string(c.agentConfig)),
+	}
+	for _, pl := range devicePluginPools(c.p) {
+		out = append(out, c.configMap("device-plugin", config.DevicePluginConfigMap+pl.suffix(),
+			config.DevicePluginFile, string(c.devicePluginConfigs[pl.name])))
+	}
+	return out, nil
+}
+
+func (c *plan) configMap(component, name, key, value string) Object {
+	return Object{Stage: StagePrereqs, Component: component, Obj: &corev1.ConfigMap{
+		TypeMeta:   typeMeta("v1", "ConfigMap"),
+		ObjectMeta: c.meta(name, true),
+		Data:       map[string]string{key: value},
+	}}
+}

@@ -1,0 +1,51 @@
+package render
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// kubeletDevicePluginDir is where the kubelet's registration socket lives and plugins put theirs.
+const kubeletDevicePluginDir = "/var/lib/kubelet/device-plugins"
+
+// renderDevicePlugins makes one device plugin DaemonSet per node pool and one for the GPU nodes
+// outside every pool, each reading its own ConfigMap. The plugin runs unprivileged under the
+// nvidia runtime class (NVML is injected); it only writes its socket into the kubelet's
+// directory and reads the host's PCI topology.
+func renderDevicePlugins(c *plan) (Objects, error) {
+	var out Objects
+	for _, pl := range devicePluginPools(c.p) {
+		vols, mounts := volumesAndMounts(
+			configMapMount("device-plugin-config", config.DevicePluginConfigMap+pl.suffix(), config.DevicePluginDir),
+			hostPath("device-plugins", kubeletDevicePluginDir, corev1.HostPathDirectory, kubeletDevicePluginDir, false),
+			hostPath("host-sys", "/sys", corev1.HostPathDirectory, hostRoot+"/sys", true),
+		)
+		obj, err := c.build(daemonSet{
+			name: NameDevicePlugin + pl.suffix(), component: "device-plugin", stage: StageDevicePlugin,
+			serviceAccount: NameDevicePlugin,
+			placement:      placement{gate: config.LabelDeployDevicePlugin, pool: pl.selector, excludePools: pl.name == "" && len(c.p.Spec.NodePools) > 0},
+			runtimeClass:   true,
+			configs:        [][]byte{c.devicePluginConfigs[pl.name]},
+			volumes:        vols,
+			containers: []corev1.Container{{
+				Name:  "device-plugin",
+				Image: c.images.gpupolicy,
+				Command: []string{"gpu-device-plugin",
+					"--config", config.DevicePluginDir + "/" + config.DevicePluginFile,
+					"--plugin-dir", kubeletDevicePluginDir,
+					"--host-root", hostRoot},
+				Env:       []corev1.EnvVar{nodeNameEnv()},
+				Resources: resources("20m", "64Mi", "256Mi"),
+				// root without capabilities: the kubelet's directory belongs to root.
+				SecurityContext: unprivileged(),
+				VolumeMounts:    mounts,
+			}},
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}

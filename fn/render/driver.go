@@ -1,0 +1,78 @@
+package render
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// renderDriver makes the driver stage. For a preinstalled driver it only validates (the node
+// agent's driver check, unprivileged); for source=container it runs NVIDIA's driver image,
+// which compiles and loads the kernel modules and so must be privileged. Either way updates
+// are OnDelete: replacing a driver pod unloads the driver under running GPU jobs, so a person
+// drains the node and deletes the pod.
+func renderDriver(c *plan) (Objects, error) {
+	d := daemonSet{
+		name: NameDriver, component: "driver", stage: StageDriver,
+		placement: placement{gate: config.LabelDeployDriver},
+		onDelete:  true,
+		configs:   [][]byte{c.agentConfig},
+	}
+	if c.p.Spec.Driver.Source == v1alpha1.SourceContainer {
+		c.driverContainer(&d)
+	} else {
+		c.driverValidator(&d)
+	}
+	obj, err := c.build(d)
+	return Objects{obj}, err
+}
+
+func (c *plan) driverValidator(d *daemonSet) {
+	vols, mounts := volumesAndMounts(append(agentHostMounts(), agentConfigMount())...)
+	check := []string{"gpu-node-agent", "driver", "--config", agentConfigPath, "--host-root", hostRoot}
+	d.volumes = vols
+	d.containers = []corev1.Container{{
+		Name:    "driver-validator",
+		Image:   c.images.gpupolicy,
+		Command: append(check, "--watch"),
+		Env:     []corev1.EnvVar{nodeNameEnv()},
+		// Ready while the node's driver satisfies driver.version under driver.enforce: the
+		// same check, one shot.
+		ReadinessProbe:  execProbe(30, 1, check...),
+		Resources:       resources("10m", "32Mi", "128Mi"),
+		SecurityContext: nonRoot(unprivileged()),
+		VolumeMounts:    mounts,
+	}}
+}
+
+// driverContainer follows the mounts of NVIDIA's driver container: it installs the userspace
+// under /run/nvidia/driver (shared back to the host so the toolkit can use it), reads the
+// host's OS release to pick kernel headers, writes firmware and its install log.
+func (c *plan) driverContainer(d *daemonSet) {
+	bidirectional := corev1.MountPropagationBidirectional
+	runNvidia := hostPath("run-nvidia", "/run/nvidia", corev1.HostPathDirectoryOrCreate, "/run/nvidia", false)
+	runNvidia.propagation = &bidirectional
+	vols, mounts := volumesAndMounts(
+		runNvidia,
+		hostPath("host-os-release", "/etc/os-release", corev1.HostPathFile, "/host-etc/os-release", true),
+		hostPath("host-firmware", "/lib/firmware", corev1.HostPathDirectoryOrCreate, "/lib/firmware", false),
+		hostPath("host-var-log", "/var/log", corev1.HostPathDirectory, "/var/log", false),
+	)
+	d.hostPID = true
+	d.gracePeriod = 120 // unloading the modules takes a while
+	d.volumes = vols
+	d.containers = []corev1.Container{{
+		Name:    "nvidia-driver",
+		Image:   c.images.driver,
+		Command: []string{"nvidia-driver", "init"},
+		Env:     []corev1.EnvVar{nodeNameEnv()},
+		// Building the modules for a new kernel takes minutes: allow up to 30 before the
+		// kubelet gives up; after that nvidia-smi answering is what ready means.
+		StartupProbe:    execProbe(10, 180, "nvidia-smi"),
+		ReadinessProbe:  execProbe(30, 3, "nvidia-smi"),
+		Resources:       resources("200m", "512Mi", ""),
+		SecurityContext: privileged(),
+		VolumeMounts:    mounts,
+	}}
+}

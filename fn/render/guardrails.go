@@ -1,0 +1,101 @@
+package render
+
+import (
+	"fmt"
+	"strings"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// nodeNameClaim is the extra the API server puts in a bound service account token's user info
+// when the pod's token is bound to a node (GA since Kubernetes 1.32): the node the pod runs on.
+const nodeNameClaim = "authentication.kubernetes.io/node-name"
+
+// renderGuardrails confines the service accounts that may patch nodes (RBAC cannot say "only
+// this label prefix" or "only your own node"): every node request they make must be an
+// update of the node their pod runs on that changes no spec (taints, unschedulable, podCIDR)
+// and no label or annotation outside nvidia.com/.
+func renderGuardrails(c *plan) (Objects, error) {
+	if !c.guardrails() {
+		return nil, nil
+	}
+	fail := admissionv1.Fail
+	users := make([]string, 0, 2)
+	for _, sa := range c.nodeWriters() {
+		users = append(users, celString(c.serviceAccountUser(sa)))
+	}
+	claim := fmt.Sprintf("request.userInfo.extra[%s]", celString(nodeNameClaim))
+	prefix := celString(config.ManagedPrefix)
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+		ObjectMeta: c.meta(NameGuardrails, false),
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionv1.MatchResources{
+				ResourceRules: []admissionv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionv1.RuleWithOperations{
+						Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
+						Rule: admissionv1.Rule{
+							APIGroups: []string{""}, APIVersions: []string{"v1"},
+							Resources: []string{"nodes", "nodes/status"},
+						},
+					},
+				}},
+			},
+			MatchConditions: []admissionv1.MatchCondition{{
+				Name:       "gpupolicy-node-writers",
+				Expression: fmt.Sprintf("request.userInfo.username in [%s]", strings.Join(users, ", ")),
+			}},
+			Validations: []admissionv1.Validation{
+				{
+					Expression: "request.operation == 'UPDATE' && request.subResource == ''",
+					Message:    "the GPU node agents may only update nodes (not create, delete or change their status)",
+				},
+				{
+					Expression: fmt.Sprintf("request.operation != 'UPDATE' || (has(request.userInfo.extra) && %s in request.userInfo.extra && size(%s) > 0 && %s[0] == object.metadata.name)",
+						celString(nodeNameClaim), claim, claim),
+					Message: "the GPU node agents may only change the node their pod runs on (service account token claim " + nodeNameClaim + ")",
+				},
+				{
+					Expression: "request.operation != 'UPDATE' || object.spec == oldObject.spec",
+					Message:    "the GPU node agents may not change a node's spec (taints, unschedulable, podCIDR)",
+				},
+				{
+					Expression: "request.operation != 'UPDATE' || (" + unchangedOutside("labels", prefix) + ")",
+					Message:    "the GPU node agents may only change labels whose key starts with " + config.ManagedPrefix,
+				},
+				{
+					Expression: "request.operation != 'UPDATE' || (" + unchangedOutside("annotations", prefix) + ")",
+					Message:    "the GPU node agents may only change annotations whose key starts with " + config.ManagedPrefix,
+				},
+			},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
+		ObjectMeta: c.meta(NameGuardrails, false),
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        NameGuardrails,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	}
+	return Objects{
+		{Stage: StagePrereqs, Component: "guardrails", Obj: policy},
+		{Stage: StagePrereqs, Component: "guardrails", Obj: binding},
+	}, nil
+}
+
+// unchangedOutside is CEL that holds when no key of metadata.<m> outside prefix was added,
+// removed or changed. Written without map literals so it type-checks for absent maps.
+func unchangedOutside(m, prefix string) string {
+	side := func(a, b string) string {
+		return fmt.Sprintf("(!has(%[1]s.metadata.%[3]s) || %[1]s.metadata.%[3]s.all(k, k.startsWith(%[4]s) || (has(%[2]s.metadata.%[3]s) && k in %[2]s.metadata.%[3]s && %[2]s.metadata.%[3]s[k] == %[1]s.metadata.%[3]s[k])))",
+			a, b, m, prefix)
+	}
+	return side("object", "oldObject") + " && " + side("oldObject", "object")
+}
+
+// celString is a CEL string literal; the values are names and label prefixes (no quotes).
+func celString(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }

@@ -1,0 +1,87 @@
+package render
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+)
+
+// images are the resolved, pinned references of every image the output runs.
+type images struct {
+	gpupolicy string // this project's image: node agent, device plugin, exporter
+	driver    string // NVIDIA's driver image (driver.source=container)
+	toolkit   string // NVIDIA's toolkit image (toolkit.source=container)
+}
+
+func resolveImages(s *v1alpha1.Spec) (images, error) {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	gp := s.Images.GPUPolicy
+	if err := checkPinned(gp); err != "" {
+		errs = append(errs, field.Invalid(spec.Child("images", "gpupolicy"), gp, err))
+	}
+	for _, repo := range []struct {
+		path  *field.Path
+		value string
+	}{
+		{spec.Child("driver", "image"), s.Driver.Image},
+		{spec.Child("toolkit", "image"), s.Toolkit.Image},
+	} {
+		if _, tag, digest := splitImage(repo.value); tag != "" || digest != "" {
+			errs = append(errs, field.Invalid(repo.path, repo.value,
+				"must be a repository without tag or digest: the tag is derived from the version field next to it"))
+		}
+	}
+	if len(errs) > 0 {
+		return images{}, v1alpha1.FieldErrors(errs)
+	}
+	return images{
+		gpupolicy: mirror(s.Registry, gp),
+		// NVIDIA tags its driver images <version>-<os> ("580.95.05-ubuntu24.04").
+		driver: mirror(s.Registry, s.Driver.Image+":"+s.Driver.Version+"-"+s.Driver.OS),
+		// and its toolkit images v<version>.
+		toolkit: mirror(s.Registry, s.Toolkit.Image+":v"+strings.TrimPrefix(s.Toolkit.Version, "v")),
+	}, nil
+}
+
+// checkPinned returns why ref is not pinned, or "". A floating tag would let two nodes run
+// different code from one reviewed manifest.
+func checkPinned(ref string) string {
+	_, tag, digest := splitImage(ref)
+	switch {
+	case digest != "":
+		return ""
+	case tag == "":
+		return "must carry a tag or digest (e.g. " + v1alpha1.DefaultGPUPolicyImage() + "): an untagged image floats"
+	case tag == "latest":
+		return "the tag latest floats: pin a version tag or a digest"
+	}
+	return ""
+}
+
+// splitImage splits "host/path:tag@digest" into repository, tag and digest.
+func splitImage(ref string) (repo, tag, digest string) {
+	repo, digest, _ = strings.Cut(ref, "@")
+	// A colon after the last slash is a tag; one before it is a registry port.
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo, tag = repo[:i], repo[i+1:]
+	}
+	return repo, tag, digest
+}
+
+// mirror replaces the registry host of ref with registry (which may carry a path, e.g.
+// "mirror.example.com/nvcr"). A reference without a registry host is a Docker Hub image.
+func mirror(registry, ref string) string {
+	if registry == "" {
+		return ref
+	}
+	path := ref
+	if host, rest, ok := strings.Cut(ref, "/"); ok && (strings.ContainsAny(host, ".:") || host == "localhost") {
+		path = rest
+	} else if !ok {
+		path = "library/" + ref
+	}
+	return strings.TrimSuffix(registry, "/") + "/" + path
+}

@@ -1,0 +1,72 @@
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// plan holds what several renderers derive from the policy, computed once: resolved images,
+// the containerd drop-in and the configuration documents with their hashes.
+type plan struct {
+	p  *v1alpha1.GPUPolicy
+	ns string
+
+	images images
+
+	dropIn       string // the containerd drop-in TOML
+	dropInSHA256 string
+	agentConfig  []byte // config.Agent as YAML
+	// devicePluginConfigs per pool name ("" = the nodes outside every pool).
+	devicePluginConfigs map[string][]byte
+}
+
+func newPlan(p *v1alpha1.GPUPolicy) (*plan, error) {
+	c := &plan{p: p, ns: p.Spec.Namespace}
+	var err error
+	if c.images, err = resolveImages(&p.Spec); err != nil {
+		return nil, err
+	}
+	if c.dropIn, err = containerdDropIn(p); err != nil {
+		return nil, err
+	}
+	c.dropInSHA256 = sha256Hex([]byte(c.dropIn))
+	if c.agentConfig, err = marshalConfig(agentConfig(p, c.dropInSHA256)); err != nil {
+		return nil, err
+	}
+	c.devicePluginConfigs = map[string][]byte{}
+	for _, pool := range devicePluginPools(p) {
+		b, err := marshalConfig(devicePluginConfig(pool.name, pool.settings))
+		if err != nil {
+			return nil, err
+		}
+		c.devicePluginConfigs[pool.name] = b
+	}
+	return c, nil
+}
+
+// enabled reports the optional stages.
+func (c *plan) featureDiscovery() bool { return v1alpha1.Bool(c.p.Spec.FeatureDiscovery.Enabled) }
+func (c *plan) exporter() bool         { return v1alpha1.Bool(c.p.Spec.Exporter.Enabled) }
+func (c *plan) guardrails() bool       { return v1alpha1.Bool(c.p.Spec.Guardrails.Enabled) }
+
+// runtimePath is nvidia-container-runtime on the host: where the toolkit image's installer
+// copies it, or the distribution package's path.
+func (c *plan) runtimePath() string { return runtimePath(&c.p.Spec.Toolkit) }
+
+func runtimePath(t *v1alpha1.Toolkit) string {
+	if t.Source == v1alpha1.SourcePreinstalled {
+		return "/usr/bin/nvidia-container-runtime"
+	}
+	return config.ToolkitInstallDir + "/nvidia-container-runtime"
+}
+
+func sha256Hex(b ...[]byte) string {
+	h := sha256.New()
+	for _, x := range b {
+		h.Write(x)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
