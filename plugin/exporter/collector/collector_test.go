@@ -1,0 +1,158 @@
+package collector_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/exporter/collector"
+	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+)
+
+func newCollector(t *testing.T, mock string, interval time.Duration) (*gpunvml.Mock, *collector.Collector) {
+	t.Helper()
+	m, err := gpunvml.NewMock(mock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init()
+	c, err := collector.New(m, collector.Config{Interval: interval, Hostname: "n", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, c
+}
+
+func TestXIDFromEventSetReachesSnapshot(t *testing.T) {
+	m, c := newCollector(t, "dgxa100", time.Hour) // only the XID may trigger the second collection
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := m.InjectXID(2, 79)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break // the watcher has registered its event set
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the collector never registered an event set for XIDs")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for {
+		if s := c.Snapshot(); s != nil && s.GPUs[2].LastXID == 79 {
+			if len(s.GPUs[2].XIDs) != 1 || s.GPUs[2].XIDs[0] != (collector.XIDCount{XID: 79, Count: 1}) {
+				t.Fatalf("XID counts: %+v", s.GPUs[2].XIDs)
+			}
+			if s.GPUs[3].LastXID != 0 {
+				t.Fatalf("XID leaked to GPU 3: %+v", s.GPUs[3])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("XID 79 on GPU 2 not in the snapshot within 5s (interval is 1h: the XID must trigger a collection)")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestGPMProfilingOnHopperOnly(t *testing.T) {
+	_, a100 := newCollector(t, "dgxa100", time.Hour)
+	a100.Collect()
+	s := a100.Collect()
+	if v := s.GPUs[0].Values[collector.ProfSMActive]; !math.IsNaN(v) {
+		t.Errorf("A100 reported GPM SM activity %v", v)
+	}
+	if len(s.CallErrors) != 0 {
+		t.Errorf("unsupported GPM counted as NVML errors: %+v", s.CallErrors)
+	}
+
+	m, h100 := newCollector(t, "dgxh100", time.Hour)
+	if s := h100.Collect(); !math.IsNaN(s.GPUs[0].Values[collector.ProfSMActive]) {
+		t.Error("GPM metrics after one sample; NVML needs two")
+	}
+	s = h100.Collect()
+	for i, g := range s.GPUs {
+		v := g.Values[collector.ProfSMActive]
+		if math.IsNaN(v) || v < 0 || v > 1 {
+			t.Errorf("H100 GPU %d: DCGM_FI_PROF_SM_ACTIVE %v, want a ratio in [0,1]", i, v)
+		}
+		if math.IsNaN(g.Values[collector.ProfPCIeTxBytes]) {
+			t.Errorf("H100 GPU %d: no PCIe TX rate", i)
+		}
+	}
+	// Per GPU instance on a MIG-enabled Hopper.
+	if err := m.ConfigureMIG(1, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.GPU_INSTANCE_PROFILE_2_SLICE); err != nil {
+		t.Fatal(err)
+	}
+	h100.Collect()
+	s = h100.Collect()
+	if len(s.GPUs[1].MIG) != 2 {
+		t.Fatalf("H100 GPU 1: %d MIG devices, want 2", len(s.GPUs[1].MIG))
+	}
+	for _, mig := range s.GPUs[1].MIG {
+		if math.IsNaN(mig.Values[collector.ProfGrEngineActive]) || math.IsNaN(mig.Values[collector.FBUsed]) {
+			t.Errorf("MIG %s (%s): missing GPM or framebuffer values", mig.UUID, mig.Profile)
+		}
+	}
+}
+
+func TestMIGDevicesAndProfiles(t *testing.T) {
+	m, c := newCollector(t, "dgxa100", time.Hour)
+	if err := m.ConfigureMIG(0, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.GPU_INSTANCE_PROFILE_2_SLICE, nvml.GPU_INSTANCE_PROFILE_3_SLICE); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Collect()
+	got := map[string]bool{}
+	for _, mig := range s.GPUs[0].MIG {
+		got[mig.Profile] = true
+		if mig.UUID == "" || mig.Values[collector.FBFree]+mig.Values[collector.FBUsed] <= 0 {
+			t.Errorf("MIG %+v: missing UUID or framebuffer", mig)
+		}
+	}
+	for _, p := range []string{"1g.5gb", "2g.10gb", "3g.20gb"} {
+		if !got[p] {
+			t.Errorf("MIG profile %s missing, got %v", p, got)
+		}
+	}
+	// Reconfiguring (MIG off) removes the MIG devices on the next cycle.
+	if err := m.ConfigureMIG(0); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Collect(); len(s.GPUs[0].MIG) != 0 {
+		t.Errorf("MIG devices after MIG was disabled: %+v", s.GPUs[0].MIG)
+	}
+}
+
+func TestSnapshotIsPublishedAndImmutable(t *testing.T) {
+	_, c := newCollector(t, "dgxa100", time.Hour)
+	if c.Snapshot() != nil {
+		t.Fatal("snapshot before the first collection")
+	}
+	a := c.Collect()
+	b := c.Collect()
+	if a == b || b.Seq != a.Seq+1 || c.Snapshot() != b {
+		t.Fatalf("snapshots: a.Seq=%d b.Seq=%d", a.Seq, b.Seq)
+	}
+	if a.GPUs[0].Values[collector.TotalEnergy] >= b.GPUs[0].Values[collector.TotalEnergy] {
+		t.Error("energy counter did not grow between snapshots")
+	}
+}
+
+func TestIntervalMustBePositive(t *testing.T) {
+	m, _ := gpunvml.NewMock("dgxa100")
+	if _, err := collector.New(m, collector.Config{}); err == nil {
+		t.Fatal("zero interval accepted")
+	}
+}
