@@ -39,7 +39,9 @@ func checkGolden(t *testing.T, name string, got []byte) {
 // diagnoseCase runs a diagnosis over a fake clientset and checks both renderings against goldens.
 func diagnoseCase(t *testing.T, name string, in Input, objs []runtime.Object) *Report {
 	t.Helper()
-	in.Client = fake.NewClientset(objs...)
+	if in.Client == nil {
+		in.Client = fake.NewClientset(objs...)
+	}
 	r, err := Diagnose(context.Background(), in)
 	if err != nil {
 		t.Fatalf("Diagnose: %v", err)

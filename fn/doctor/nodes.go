@@ -111,7 +111,7 @@ func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
 			orUnknown(r.Driver.Expected), n.Name, orUnknown(r.Driver.Version)))
 	}
 	if g, ok := firstClosed(r.Gates); ok {
-		add(SeverityError, "gate", fmt.Sprintf("gate %s is closed%s", g.Label, reasonSuffix(g.Reason)), s.gateFix(g, n, onNode))
+		add(SeverityError, "gate", fmt.Sprintf("%s is closed%s", g.Label, reasonSuffix(g.Reason)), s.gateFix(g, n, onNode))
 	}
 	s.gpuFindings(&r, onNode, add)
 	s.runtimeClassFindings(&r, add)

@@ -148,6 +148,9 @@ func walkSubset(path string, want, live any, out *[]string) {
 		for _, k := range keys {
 			sub := path + "." + k
 			lv, present := l[k]
+			if _, isMap := w[k].(map[string]any); !present && isMap {
+				lv, present = map[string]any{}, true // report the missing leaves, minus the ignored ones
+			}
 			if !present {
 				if !ignoredField(sub) && !emptyValue(w[k]) {
 					*out = append(*out, fmt.Sprintf("%s: want %s, have nothing", sub, show(w[k])))

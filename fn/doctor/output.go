@@ -50,7 +50,11 @@ func writeTable(w io.Writer, r *Report) error {
 		})
 		for _, pr := range r.Pods {
 			p.linef("\n%s/%s", pr.Namespace, pr.Name)
-			p.linef("  why: %s", pr.Finding.Message)
+			label := "why"
+			if pr.Finding.Severity == "" {
+				label = "ok"
+			}
+			p.linef("  %s: %s", label, pr.Finding.Message)
 			if pr.Finding.Fix != "" {
 				p.linef("  fix: %s", pr.Finding.Fix)
 			}

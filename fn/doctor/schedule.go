@@ -82,7 +82,7 @@ func (s *snapshot) unscheduled(p *corev1.Pod, need int64, rc *nodev1.RuntimeClas
 			Fix:     "kubectl describe node " + tolerated[0].Name + "; uncordon it (kubectl uncordon) once it is healthy"}
 	}
 
-	msg := fmt.Sprintf("%s pass every GPU gate (%d free %s, RuntimeClass, tolerations) yet the pod is not scheduled", nodeNames(available), need, res)
+	msg := fmt.Sprintf("these nodes pass every GPU gate (%d free %s, RuntimeClass, tolerations) yet the pod is not scheduled: %s", need, res, nodeNames(available))
 	if e, ok := lastEvent(events, "FailedScheduling"); ok {
 		msg += "; the scheduler said: " + oneLine(e.Message)
 	}

@@ -1,0 +1,89 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// TestPodDiagnoses: one case per pod gate; the pod is always default/train unless the case
+// says otherwise, and each case checks the first failed gate and that the fix names the cause.
+func TestPodDiagnoses(t *testing.T) {
+	train := gpuPod("default", "train", 1)
+	bound := gpuPod("default", "train", 1, boundTo("gpu-a", corev1.PodPending))
+	busy := gpuPod("default", "busy", 8, boundTo("gpu-b", corev1.PodRunning))
+	stale := gpuNode("gpu-a", withoutLabels(config.LabelToolkitReady, config.LabelDeployDevicePlugin))
+	stale.Annotations[config.AnnotationGateStatus] = `{"driver":{"ready":true,"reason":"driver 580.95.05 loaded"},"container-toolkit":{"ready":false,"reason":"containerd config no longer has runtimes.nvidia"}}`
+
+	cases := []struct {
+		name   string
+		in     Input
+		objs   []runtime.Object
+		gate   string
+		fixHas string // a cause the fix must name
+	}{
+		{name: "pod-no-device-plugin", gate: PodGateGPUResource, fixHas: "gpu-device-plugin",
+			objs: objects(gpuNode("gpu-a", withGPUs(0, 0)), train, policyRuntimeClass())},
+		{name: "pod-toolkit-gate-closed", gate: PodGateGPUResource, fixHas: "gpu-container-toolkit",
+			objs: objects(gpuNode("gpu-a", toolkitBroken), train, policyRuntimeClass())},
+		{name: "pod-driver-drift", gate: PodGateGPUResource, fixHas: "install driver 580.95.05 on gpu-a",
+			objs: objects(gpuNode("gpu-a", driverDrifted), gpuNode("gpu-b", driverDrifted), train, policyRuntimeClass())},
+		{name: "pod-gpus-in-use", gate: PodGateGPUResource, fixHas: "every GPU is in use",
+			objs: objects(gpuNode("gpu-b"), busy, train, policyRuntimeClass())},
+		{name: "pod-request-too-large", gate: PodGateGPUResource, fixHas: "lower the request",
+			objs: objects(gpuNode("gpu-a"), gpuPod("default", "train", 16), policyRuntimeClass())},
+		{name: "pod-no-gpu-nodes", gate: PodGateGPUResource, fixHas: "kubectl label node",
+			objs: objects(cpuNode("cpu-a"), train, policyRuntimeClass())},
+		{name: "pod-runtimeclass-selects-no-node", gate: PodGateRuntimeClassSelector, fixHas: "scheduling.nodeSelector",
+			objs: objects(gpuNode("gpu-a"), train, runtimeClass("nvidia", map[string]string{"nvidia.com/gpu.runtime": "nvidia"}))},
+		{name: "pod-runtimeclass-selects-busy-node", gate: PodGateRuntimeClassSelector, fixHas: "gpu-container-toolkit",
+			objs: objects(stale, gpuNode("gpu-b"), busy, train, policyRuntimeClass())},
+		{name: "pod-runtimeclass-missing", gate: PodGateRuntimeClassMissing, fixHas: "apply the rendered RuntimeClass",
+			objs: objects(gpuNode("gpu-a"), train)},
+		{name: "pod-node-selector", gate: PodGateNodeSelector, fixHas: "gpu-a",
+			objs: objects(gpuNode("gpu-a"), gpuPod("default", "train", 1, withNodeSelector("pool", "training")), policyRuntimeClass())},
+		{name: "pod-tolerations", gate: PodGateTolerations, fixHas: "{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}",
+			objs: objects(gpuNode("gpu-a", withTaint(gpuTaintKey, "present")), gpuPod("default", "train", 1, noTolerations), policyRuntimeClass())},
+		{name: "pod-node-unavailable", gate: PodGateNodeUnavailable, fixHas: "uncordon",
+			objs: objects(gpuNode("gpu-a", notReady), train, policyRuntimeClass())},
+		{name: "pod-scheduler", gate: PodGateScheduler, fixHas: "not a GPU one",
+			objs: objects(gpuNode("gpu-a"), train, policyRuntimeClass(),
+				warning(train, "FailedScheduling", "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector."))},
+		{name: "pod-runtime-handler", gate: PodGateRuntimeHandler, fixHas: "containerd lost the handler",
+			objs: objects(gpuNode("gpu-a"), bound, policyRuntimeClass(),
+				warning(bound, "FailedCreatePodSandBox", `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "nvidia" is configured`))},
+		{name: "pod-runtime-handler-unguarded", gate: PodGateRuntimeHandler, fixHas: "should not have admitted",
+			objs: objects(gpuNode("gpu-a", toolkitBroken), bound, runtimeClass("nvidia", nil),
+				warning(bound, "FailedCreatePodSandBox", `Failed to create pod sandbox: rpc error: code = Unknown desc = RuntimeHandler "nvidia" not supported`))},
+		{name: "pod-device-admission", gate: PodGateDeviceAdmission, fixHas: "gpu-device-plugin",
+			objs: objects(gpuNode("gpu-a"), gpuPod("default", "train", 1, boundTo("gpu-a", corev1.PodFailed)), policyRuntimeClass(),
+				warning(train, "UnexpectedAdmissionError", "Allocate failed due to rpc error: code = Unknown desc = device GPU-0 is unhealthy, which is unexpected"))},
+		{name: "pod-container-driver", gate: PodGateContainer, fixHas: "cannot reach the driver",
+			objs: objects(gpuNode("gpu-a"), gpuPod("default", "train", 1, boundTo("gpu-a", corev1.PodPending), func(p *corev1.Pod) {
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "cuda", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+					Reason: "RunContainerError", Message: "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared object file"}}}}
+			}), policyRuntimeClass())},
+		{name: "pod-healthy", in: Input{Pod: "default/busy"}, gate: PodGateNone,
+			objs: objects(gpuNode("gpu-b"), busy, policyRuntimeClass())},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := diagnoseCase(t, tc.name, tc.in, append(tc.objs, agentConfigMap()))
+			if len(r.Pods) != 1 {
+				t.Fatalf("want one pod reported, got %+v", r.Pods)
+			}
+			p := r.Pods[0]
+			if p.FailedGate != tc.gate {
+				t.Errorf("first failed gate: want %s, got %s (%s)", tc.gate, p.FailedGate, p.Finding.Message)
+			}
+			if !strings.Contains(p.Finding.Fix+" "+p.Finding.Message, tc.fixHas) {
+				t.Errorf("finding must name %q:\n why: %s\n fix: %s", tc.fixHas, p.Finding.Message, p.Finding.Fix)
+			}
+		})
+	}
+}
+
