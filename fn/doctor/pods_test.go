@@ -86,4 +86,3 @@ func TestPodDiagnoses(t *testing.T) {
 		})
 	}
 }
-
