@@ -1,0 +1,158 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpupolicy/gpupolicy/fn/pipeline"
+	"github.com/gpupolicy/gpupolicy/fn/render"
+	"github.com/gpupolicy/gpupolicy/fn/validate"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the output (run go test ./fn/audit -update and review the diff):\n%s", path, got)
+	}
+}
+
+func runAudit(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestFixtureGolden(t *testing.T) {
+	for _, format := range []string{"md", "json"} {
+		out, stderr, code := runAudit(t, "-f", "testdata/fixture.yaml", "-o", format)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		golden(t, "fixture."+format, []byte(out))
+	}
+}
+
+func TestFixtureFacts(t *testing.T) {
+	in, err := Load("testdata/fixture.yaml", validate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Build(in.Objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]Workload{}
+	for _, w := range r.Workloads {
+		byName[w.Name] = w
+	}
+	agent, tk := byName["gpu-node-agent"], byName["gpu-container-toolkit"]
+	if len(agent.RBAC) != 3 || agent.RBAC[0].Scope != "cluster" || agent.RBAC[2].Scope != "gpu-system" || agent.RBAC[2].ResourceNames[0] != "gpu-node-agent" {
+		t.Errorf("agent RBAC = %+v", agent.RBAC)
+	}
+	if !tk.HostPID || tk.Token || len(tk.Containers) != 2 || !tk.Containers[0].Init || !tk.Containers[0].Privileged {
+		t.Errorf("toolkit = %+v", tk)
+	}
+	install := tk.Containers[1]
+	if got := install.HostPaths[1].Path; got != "/var/lib/gpupolicy/toolkit-status.json" {
+		t.Errorf("subPath mount = %q", got)
+	}
+	if install.HostWrites[0].Path != "/etc/containerd/gpu.d/99-gpupolicy-nvidia.toml" || !strings.Contains(install.HostWrites[0].Reason, "via signal") {
+		t.Errorf("drop-in write must follow the agent config's dropInDir and the restart flag: %+v", install.HostWrites[0])
+	}
+	if strings.Join(install.CapabilitiesAdd, ",") != "KILL,SYS_ADMIN" || *install.RunAsUser != 0 {
+		t.Errorf("install = %+v", install)
+	}
+	if len(r.OtherSubjects) != 1 || r.OtherSubjects[0].ServiceAccount != "monitoring/prometheus" || !strings.Contains(r.OtherSubjects[0].RBAC[0].GrantedBy, "not in the rendered objects") {
+		t.Errorf("other subjects = %+v", r.OtherSubjects)
+	}
+	if len(r.AdmissionPolicies) != 1 {
+		t.Errorf("admission policies = %v", r.AdmissionPolicies)
+	}
+}
+
+// TestPolicyAndRenderedTreeAgree audits a policy, and the tree `render -o` writes for it: the
+// reports must be identical, and only the driver container and toolkit install may be privileged.
+func TestPolicyAndRenderedTreeAgree(t *testing.T) {
+	const policy = "testdata/policy.yaml"
+	out, stderr, code := runAudit(t, "-f", policy)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	golden(t, "policy.md", []byte(out))
+
+	data, _ := os.ReadFile(policy)
+	p, objs, res := pipeline.Load(data, validate.Options{})
+	if res.HasErrors() {
+		t.Fatal(res.Text(policy))
+	}
+	files, err := render.Files(p, objs, render.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range files {
+		if filepath.Ext(name) != ".yaml" {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fromTree, stderr, code := runAudit(t, "-f", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if fromTree != out {
+		t.Errorf("audit of the rendered tree differs from the audit of the policy")
+	}
+	in, _ := Load(policy, validate.Options{})
+	r, _ := Build(in.Objects)
+	for _, w := range r.Workloads {
+		for _, c := range w.Containers {
+			if c.Privileged && w.Name != render.NameDriver && w.Name != render.NameToolkit {
+				t.Errorf("%s/%s is privileged; only the driver and toolkit stages may be", w.Name, c.Name)
+			}
+		}
+	}
+}
+
+func TestUsageAndBadInput(t *testing.T) {
+	if _, _, code := runAudit(t); code != 2 {
+		t.Errorf("no -f: exit %d, want 2", code)
+	}
+	if _, _, code := runAudit(t, "-f", "x", "-o", "html"); code != 2 {
+		t.Errorf("bad -o: exit %d, want 2", code)
+	}
+	if _, stderr, code := runAudit(t, "-f", "../testdata/invalid/pool-overlapping-selectors/policy.yaml"); code != 1 || !strings.Contains(stderr, "spec.nodePools[1].nodeSelector") {
+		t.Errorf("invalid policy: exit %d, stderr %s", code, stderr)
+	}
+	if _, stderr, code := runAudit(t, "-f", "testdata/does-not-exist"); code != 1 || stderr == "" {
+		t.Errorf("missing file: exit %d", code)
+	}
+	if _, _, code := runAudit(t, "--help"); code != 0 {
+		t.Errorf("--help: exit %d", code)
+	}
+}
