@@ -8,6 +8,9 @@ package manifestcheck
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -115,4 +118,34 @@ func stripComments(doc []byte) []byte {
 		}
 	}
 	return bytes.Join(out, []byte("\n"))
+}
+
+// DecodeTree strictly decodes every object in the *.yaml files under dir (a rendered tree or a
+// directory of streams). kustomization.yaml files are kustomize's configuration, not objects,
+// and are skipped. Each error names its file.
+func DecodeTree(dir string) ([]Object, []error) {
+	var objs []Object
+	var errs []error
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(p) != ".yaml" || d.Name() == "kustomization.yaml" {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		o, es := DecodeAll(b)
+		objs = append(objs, o...)
+		for _, e := range es {
+			errs = append(errs, fmt.Errorf("%s: %w", p, e))
+		}
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(objs) == 0 && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("%s: no objects", dir))
+	}
+	return objs, errs
 }
