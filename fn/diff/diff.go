@@ -1,0 +1,242 @@
+package diff
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpupolicy/gpupolicy/fn/audit"
+	"github.com/gpupolicy/gpupolicy/fn/render"
+	"github.com/gpupolicy/gpupolicy/fn/validate"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// Report is what a change moves.
+type Report struct {
+	Base string `json:"base"`
+	Head string `json:"head"`
+	// Findings drive --fail-on: the upgrade window, added privileges and RBAC, and the head
+	// policy's own warnings.
+	Findings   []Finding     `json:"findings"`
+	Versions   []ValueChange `json:"versions"`
+	Objects    ObjectChanges `json:"objects"`
+	Images     []ValueChange `json:"images"`
+	Privileges []SetChange   `json:"privileges"`
+	Gates      []SetChange   `json:"gates"`
+	RBAC       []SetChange   `json:"rbac"`
+	DropIn     string        `json:"containerdDropInDiff,omitempty"`
+}
+
+// Finding is a reviewer-facing verdict on the change.
+type Finding struct {
+	Severity validate.Severity `json:"severity"`
+	Message  string            `json:"message"`
+}
+
+// ValueChange is one value that moved ("" = absent).
+type ValueChange struct {
+	Name string `json:"name"`
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// SetChange is what was added to and removed from one subject's set of facts.
+type SetChange struct {
+	Subject string   `json:"subject"`
+	Added   []string `json:"added,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+}
+
+// ObjectChanges lists rendered objects by "Kind namespace/name".
+type ObjectChanges struct {
+	Added   []string `json:"added,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+	Changed []string `json:"changed,omitempty"`
+}
+
+// Upgrade-window dimensions, in the order the version matrix depends on them.
+const (
+	VersionKubernetes = "kubernetesVersion"
+	VersionDriver     = "driver"
+	VersionCUDA       = "cuda"
+	VersionToolkit    = "toolkit"
+	VersionGPUPolicy  = "gpupolicy image"
+)
+
+var versionOrder = []string{VersionKubernetes, VersionDriver, VersionCUDA, VersionToolkit, VersionGPUPolicy}
+
+// Compare computes what moves from base to head.
+func Compare(base, head *audit.Input) (*Report, error) {
+	ba, err := audit.Build(base.Objects)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", base.Path, err)
+	}
+	ha, err := audit.Build(head.Objects)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", head.Path, err)
+	}
+	r := &Report{Base: base.Path, Head: head.Path}
+	r.Versions = changedValues(versionsOf(base), versionsOf(head), versionOrder)
+	r.Objects = compareObjects(base.Objects, head.Objects)
+	bi, hi := imagesOf(ba), imagesOf(ha)
+	r.Images = changedValues(bi, hi, unionKeys(bi, hi))
+	r.Privileges = compareSets(privilegesOf(ba), privilegesOf(ha))
+	r.Gates = compareSets(gatesOf(ba, base.Objects), gatesOf(ha, head.Objects))
+	r.RBAC = compareSets(rbacOf(ba), rbacOf(ha))
+	r.DropIn = Unified(dropInOf(base.Objects), dropInOf(head.Objects), "base/"+config.DropInFile, "head/"+config.DropInFile)
+	r.findings(head)
+	return r, nil
+}
+
+func (r *Report) findings(head *audit.Input) {
+	if len(r.Versions) > 1 {
+		names := make([]string, len(r.Versions))
+		for i, v := range r.Versions {
+			names[i] = fmt.Sprintf("%s %s → %s", v.Name, orNone(v.From), orNone(v.To))
+		}
+		r.add(validate.SeverityWarning, "upgrade window: this change moves %d of driver, CUDA, toolkit, gpupolicy image and kubernetesVersion at once (%s); ship them as separate changes so a failure points at one",
+			len(r.Versions), strings.Join(names, ", "))
+	}
+	for _, c := range r.Privileges {
+		if len(c.Added) > 0 {
+			r.add(validate.SeverityWarning, "privileges added to %s: %s", c.Subject, strings.Join(c.Added, "; "))
+		}
+	}
+	for _, c := range r.RBAC {
+		if len(c.Added) > 0 {
+			r.add(validate.SeverityWarning, "RBAC added for %s: %s", c.Subject, strings.Join(c.Added, "; "))
+		}
+	}
+	for _, res := range head.Results {
+		if res.Severity != validate.SeverityInfo {
+			r.add(res.Severity, "head policy %s: %s", res.Field, res.Message)
+		}
+	}
+}
+
+func (r *Report) add(sev validate.Severity, format string, args ...any) {
+	r.Findings = append(r.Findings, Finding{Severity: sev, Message: fmt.Sprintf(format, args...)})
+}
+
+// Fails reports whether a finding reaches the threshold ("warning" or "error"; "" never).
+func (r *Report) Fails(threshold string) bool {
+	for _, f := range r.Findings {
+		if f.Severity == validate.SeverityError || (threshold == "warning" && f.Severity == validate.SeverityWarning) {
+			return threshold != ""
+		}
+	}
+	return false
+}
+
+// versionsOf reads the upgrade-window versions from the policy, or from the rendered agent
+// configuration and images when the input is a rendered tree (which does not record the
+// Kubernetes version).
+func versionsOf(in *audit.Input) map[string]string {
+	if p := in.Policy; p != nil {
+		return map[string]string{
+			VersionKubernetes: p.Spec.KubernetesVersion, VersionDriver: p.Spec.Driver.Version,
+			VersionCUDA: p.Spec.CUDA.Version, VersionToolkit: p.Spec.Toolkit.Version, VersionGPUPolicy: p.Spec.Images.GPUPolicy,
+		}
+	}
+	out := map[string]string{}
+	for _, u := range in.Objects {
+		switch {
+		case u.GetKind() == "ConfigMap" && u.GetName() == config.AgentConfigMap:
+			data, _, _ := unstructured.NestedString(u.Object, "data", config.AgentConfigFile)
+			var agent config.Agent
+			if yaml.Unmarshal([]byte(data), &agent) == nil {
+				out[VersionDriver], out[VersionCUDA], out[VersionToolkit] = agent.Driver.Version, agent.CUDAVersion, agent.Toolkit.Version
+			}
+		case u.GetKind() == "DaemonSet" && u.GetName() == render.NameNodeAgent:
+			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			if len(cs) > 0 {
+				img, _, _ := unstructured.NestedString(cs[0].(map[string]any), "image")
+				out[VersionGPUPolicy] = img
+			}
+		}
+	}
+	return out
+}
+
+// changedValues lists the keys (in order) whose values differ; a key missing on one side and
+// present on the other is a change only for inputs that record it on both sides.
+func changedValues(a, b map[string]string, order []string) []ValueChange {
+	out := []ValueChange{}
+	for _, k := range order {
+		av, aok := a[k]
+		bv, bok := b[k]
+		if av != bv && (aok == bok || (av != "" && bv != "") || isImageKey(k)) {
+			out = append(out, ValueChange{Name: k, From: av, To: bv})
+		}
+	}
+	return out
+}
+
+func isImageKey(k string) bool { return strings.Contains(k, " container ") }
+
+func unionKeys(a, b map[string]string) []string {
+	set := map[string]bool{}
+	for k := range a {
+		set[k] = true
+	}
+	for k := range b {
+		set[k] = true
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func objectKey(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return u.GetKind() + " " + ns + "/" + u.GetName()
+	}
+	return u.GetKind() + " " + u.GetName()
+}
+
+func compareObjects(base, head []*unstructured.Unstructured) ObjectChanges {
+	bm, hm := map[string]*unstructured.Unstructured{}, map[string]*unstructured.Unstructured{}
+	for _, u := range base {
+		bm[objectKey(u)] = u
+	}
+	for _, u := range head {
+		hm[objectKey(u)] = u
+	}
+	var oc ObjectChanges
+	for _, k := range sortedKeys(hm) {
+		if b, ok := bm[k]; !ok {
+			oc.Added = append(oc.Added, k)
+		} else if !reflect.DeepEqual(b.Object, hm[k].Object) {
+			oc.Changed = append(oc.Changed, k)
+		}
+	}
+	for _, k := range sortedKeys(bm) {
+		if _, ok := hm[k]; !ok {
+			oc.Removed = append(oc.Removed, k)
+		}
+	}
+	return oc
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

@@ -1,0 +1,156 @@
+package diff
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpupolicy/gpupolicy/fn/pipeline"
+	"github.com/gpupolicy/gpupolicy/fn/render"
+	"github.com/gpupolicy/gpupolicy/fn/validate"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (run go test ./fn/diff -update and review):\n%s", path, got)
+	}
+}
+
+func runDiff(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestGoldenUpgradeAll(t *testing.T) {
+	for _, format := range []string{"md", "json"} {
+		out, stderr, code := runDiff(t, "-o", format, "--fail-on", "none", "testdata/base.yaml", "testdata/head-upgrade-all.yaml")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		golden(t, "upgrade-all."+format, []byte(out))
+	}
+}
+
+func TestGoldenDriverContainer(t *testing.T) {
+	out, stderr, code := runDiff(t, "testdata/base.yaml", "testdata/head-driver-container.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	golden(t, "driver-container.md", []byte(out))
+	if !strings.Contains(out, "**warning**: privileges added to DaemonSet gpu-system/gpu-driver container") || !strings.Contains(out, "privileged") {
+		t.Errorf("switching to the driver container must warn about the privileged container:\n%s", out)
+	}
+}
+
+func TestUpgradeWindowAndFailOn(t *testing.T) {
+	for _, tc := range []struct {
+		head, failOn string
+		window       bool
+		code         int
+	}{
+		{"head-driver-only.yaml", "warning", false, 0},
+		{"head-upgrade-all.yaml", "error", true, 0},
+		{"head-upgrade-all.yaml", "warning", true, 1},
+		{"head-upgrade-all.yaml", "none", true, 0},
+	} {
+		out, stderr, code := runDiff(t, "--fail-on", tc.failOn, "testdata/base.yaml", "testdata/"+tc.head)
+		if code != tc.code {
+			t.Errorf("%s --fail-on %s: exit %d, want %d (%s)", tc.head, tc.failOn, code, tc.code, stderr)
+		}
+		if got := strings.Contains(out, "upgrade window"); got != tc.window {
+			t.Errorf("%s: upgrade window warning = %v, want %v:\n%s", tc.head, got, tc.window, out)
+		}
+	}
+}
+
+// TestPresetsUpgradeWindow diffs two of the shipped presets: going from containerd 1.7 with
+// CUDA 12 on Kubernetes 1.32 to containerd 2.1 with CUDA 13 on 1.34 is several upgrades at once.
+func TestPresetsUpgradeWindow(t *testing.T) {
+	out, stderr, code := runDiff(t, "--fail-on", "warning", "../../policies/preinstalled-containerd-1.7.yaml", "../../policies/containerd-2-cdi.yaml")
+	if code != 1 || !strings.Contains(out, "upgrade window: this change moves") || !strings.Contains(out, "cuda 12.8 → 13.0") {
+		t.Fatalf("exit %d, stderr %s, out:\n%s", code, stderr, out)
+	}
+	if !strings.Contains(out, "-version = 2") || !strings.Contains(out, "+version = 3") {
+		t.Errorf("the containerd drop-in diff must show the config version change:\n%s", out)
+	}
+}
+
+// TestRenderedTreesMatchPolicies diffs the trees `render -o` writes: the same findings, except
+// the Kubernetes version, which a rendered tree does not record.
+func TestRenderedTreesMatchPolicies(t *testing.T) {
+	base, head := writeTree(t, "testdata/base.yaml"), writeTree(t, "testdata/head-upgrade-all.yaml")
+	out, stderr, code := runDiff(t, "-o", "json", base, head)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{`"name": "driver"`, `"name": "cuda"`, `"name": "toolkit"`, "upgrade window: this change moves 3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+}
+
+func writeTree(t *testing.T, policy string) string {
+	t.Helper()
+	data, err := os.ReadFile(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, objs, res := pipeline.Load(data, validate.Options{})
+	if res.HasErrors() {
+		t.Fatal(res.Text(policy))
+	}
+	files, err := render.Files(p, objs, render.DefaultFileOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestUsageAndInvalidInput(t *testing.T) {
+	if _, _, code := runDiff(t, "testdata/base.yaml"); code != 2 {
+		t.Errorf("one argument: exit %d, want 2", code)
+	}
+	if _, _, code := runDiff(t, "--fail-on", "info", "testdata/base.yaml", "testdata/base.yaml"); code != 2 {
+		t.Errorf("bad --fail-on: exit %d, want 2", code)
+	}
+	if _, stderr, code := runDiff(t, "testdata/base.yaml", "../testdata/invalid/cuda13-driver-too-old/policy.yaml"); code != 1 || !strings.Contains(stderr, "spec.cuda.version") {
+		t.Errorf("invalid head: exit %d, stderr %s", code, stderr)
+	}
+	out, _, code := runDiff(t, "testdata/base.yaml", "testdata/base.yaml")
+	if code != 0 || !strings.Contains(out, "No findings.") {
+		t.Errorf("identical inputs: exit %d:\n%s", code, out)
+	}
+	if _, _, code := runDiff(t, "-h"); code != 0 {
+		t.Errorf("-h: exit %d", code)
+	}
+}
