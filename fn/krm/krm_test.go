@@ -1,0 +1,154 @@
+package krm_test
+
+import (
+	"bytes"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+
+	"github.com/gpupolicy/gpupolicy/fn/krm"
+	"github.com/gpupolicy/gpupolicy/fn/validate"
+)
+
+var opts = validate.Options{Now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
+
+func policy(t *testing.T) string {
+	b, err := os.ReadFile("../render/testdata/default/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func indent(s, by string) string {
+	return by + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+by)
+}
+
+func run(t *testing.T, in string) (*fn.ResourceList, int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := krm.Run(strings.NewReader(in), &out, &errb, opts)
+	rl, err := fn.ParseResourceList(out.Bytes())
+	if err != nil {
+		t.Fatalf("output is not a ResourceList: %v\n%s\nstderr: %s", err, out.String(), errb.String())
+	}
+	return rl, code, errb.String()
+}
+
+const passthrough = `  - apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: unrelated
+      namespace: default
+    data: {a: b}
+`
+
+// TestGeneratorFunctionConfig is how kustomize calls a generator: the policy (with the
+// function annotation) is the functionConfig; items pass through; the policy never appears.
+func TestGeneratorFunctionConfig(t *testing.T) {
+	p := strings.Replace(policy(t), "  name: fleet\n", "  name: fleet\n  annotations:\n    config.kubernetes.io/function: |\n      exec:\n        path: /bin/gpupolicy-fn\n    config.kubernetes.io/local-config: \"true\"\n", 1)
+	in := "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n" + passthrough + "functionConfig:\n" + indent(p, "  ") + "\n"
+	rl, code, stderr := run(t, in)
+	if code != 0 {
+		t.Fatalf("exit %d: %s %v", code, stderr, rl.Results)
+	}
+	kinds := map[string]int{}
+	for _, it := range rl.Items {
+		if it.GetKind() == "GPUPolicy" {
+			t.Fatal("the GPUPolicy must never appear in the output")
+		}
+		kinds[it.GetKind()]++
+	}
+	if kinds["DaemonSet"] != 6 || kinds["ConfigMap"] != 4 || kinds["Namespace"] != 1 {
+		t.Fatalf("unexpected items: %v", kinds)
+	}
+	// The SDK sorts items by apiVersion, kind, namespace, name: deterministic, and the
+	// ordering that matters travels in the sync-wave annotations.
+	if !slices.ContainsFunc(rl.Items, func(o *fn.KubeObject) bool { return o.GetName() == "unrelated" }) {
+		t.Fatal("the input item must pass through")
+	}
+	for _, r := range rl.Results {
+		if r.Severity == fn.Error {
+			t.Fatalf("unexpected error result %v", r)
+		}
+	}
+}
+
+// TestPolicyAsItem is `kpt fn eval`: the policy is an item of the package.
+func TestPolicyAsItem(t *testing.T) {
+	in := "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n" + indent("- "+strings.ReplaceAll(policy(t), "\n", "\n  "), "  ") + "\n"
+	rl, code, stderr := run(t, in)
+	if code != 0 {
+		t.Fatalf("exit %d: %s %v", code, stderr, rl.Results)
+	}
+	if len(rl.Items) != 26 {
+		t.Fatalf("got %d items", len(rl.Items))
+	}
+}
+
+// TestErrorsBecomeResults: a broken policy gives error results with the field path, the
+// resourceRef and the file, exit 1 and no items at all.
+func TestErrorsBecomeResults(t *testing.T) {
+	bad := strings.Replace(policy(t), "  name: fleet\n", "  name: fleet\n  annotations:\n    internal.config.kubernetes.io/path: gpu/policy.yaml\n", 1)
+	bad = strings.Replace(bad, "  cuda:\n", "  exporter:\n    prot: 9400\n  cuda:\n", 1)
+	bad = strings.Replace(bad, `gitops`, `gitops`, 1)
+	in := "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n" + passthrough + "functionConfig:\n" + indent(bad, "  ") + "\n"
+	rl, code, _ := run(t, in)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if len(rl.Items) != 0 {
+		t.Fatalf("no objects may be output on error, got %d", len(rl.Items))
+	}
+	var found bool
+	for _, r := range rl.Results {
+		if r.Severity == fn.Error && r.Field != nil && r.Field.Path == "spec.exporter.prot" {
+			found = true
+			if r.ResourceRef == nil || r.ResourceRef.Kind != "GPUPolicy" || r.ResourceRef.Name != "fleet" {
+				t.Errorf("resourceRef = %+v", r.ResourceRef)
+			}
+			if r.File == nil || r.File.Path != "gpu/policy.yaml" {
+				t.Errorf("file = %+v", r.File)
+			}
+			if !strings.Contains(r.Message, "port") {
+				t.Errorf("message should suggest the right field: %s", r.Message)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no error result for spec.exporter.prot: %v", rl.Results)
+	}
+}
+
+func TestNoPolicy(t *testing.T) {
+	rl, code, _ := run(t, "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n"+passthrough)
+	if code != 1 || len(rl.Results) != 1 || !strings.Contains(rl.Results[0].Message, "no GPUPolicy") {
+		t.Fatalf("exit %d, results %v", code, rl.Results)
+	}
+}
+
+func TestTwoPolicies(t *testing.T) {
+	item := indent("- "+strings.ReplaceAll(policy(t), "\n", "\n  "), "  ")
+	rl, code, _ := run(t, "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n"+item+"\n"+strings.Replace(item, "name: fleet", "name: other", 1)+"\n")
+	if code != 1 || len(rl.Items) != 0 || !strings.Contains(rl.Results[0].Message, "2 GPUPolicy") {
+		t.Fatalf("exit %d, results %v", code, rl.Results)
+	}
+}
+
+func TestWrongFunctionConfig(t *testing.T) {
+	rl, code, _ := run(t, "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: cfg}\n")
+	if code != 1 || !strings.Contains(rl.Results[0].Message, "not a GPUPolicy") {
+		t.Fatalf("exit %d, results %v", code, rl.Results)
+	}
+}
+
+func TestNotAResourceList(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := krm.Run(strings.NewReader("kind: Deployment\n"), &out, &errb, opts); code != 1 || errb.Len() == 0 {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
