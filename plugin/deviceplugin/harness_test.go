@@ -34,7 +34,10 @@ type harness struct {
 type setup struct {
 	cfg     func(*config.DevicePlugin)
 	mock    func(*gpunvml.Mock) error
-	kubelet bool // start the test kubelet before the plugin
+	kubelet bool          // start the test kubelet before the plugin
+	probe   time.Duration // health probe interval; 20ms when zero
+	// productionRetry keeps the registration retry defaults instead of the tests' fast ones.
+	productionRetry bool
 }
 
 func shortDir(t testing.TB) string {
@@ -76,6 +79,9 @@ func newHarness(t testing.TB, s setup) (*harness, *kubelettest.Kubelet) {
 	if s.cfg != nil {
 		s.cfg(&cfg)
 	}
+	if s.probe == 0 {
+		s.probe = 20 * time.Millisecond
+	}
 	var k *kubelettest.Kubelet
 	if s.kubelet {
 		if k, err = kubelettest.Start(h.dir); err != nil {
@@ -83,12 +89,16 @@ func newHarness(t testing.TB, s setup) (*harness, *kubelettest.Kubelet) {
 		}
 		t.Cleanup(k.Stop)
 	}
-	h.mgr, err = deviceplugin.New(deviceplugin.Options{
+	opts := deviceplugin.Options{
 		Lib: m, Config: cfg, PluginDir: h.dir, HostRoot: h.root,
 		Logger:        testLogger(),
-		ProbeInterval: 20 * time.Millisecond, WaitTimeout: 50 * time.Millisecond,
+		ProbeInterval: s.probe, WaitTimeout: 50 * time.Millisecond,
 		RetryInitial: 2 * time.Millisecond, RetryMax: 50 * time.Millisecond, RetryAttempts: 50,
-	})
+	}
+	if s.productionRetry {
+		opts.RetryInitial, opts.RetryMax, opts.RetryAttempts = 0, 0, 0
+	}
+	h.mgr, err = deviceplugin.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

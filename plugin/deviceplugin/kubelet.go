@@ -92,12 +92,16 @@ func (w *kubeletWatch) run(ctx context.Context) {
 // one on a wrong guess would leave the node without GPUs.
 func (m *Manager) registerLoop(ctx context.Context, triggers <-chan struct{}) {
 	sock := filepath.Join(m.opts.PluginDir, KubeletSocket)
+	again := false
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-triggers:
+		if !again {
+			select {
+			case <-ctx.Done():
+				return
+			case <-triggers:
+			}
 		}
+		again = false
 		for _, p := range m.plugins {
 			if !p.Serving() {
 				p.Stop()
@@ -111,12 +115,18 @@ func (m *Manager) registerLoop(ctx context.Context, triggers <-chan struct{}) {
 			continue
 		}
 		for _, p := range m.plugins {
-			m.registerWithRetry(ctx, p, sock)
+			if again = m.registerWithRetry(ctx, p, sock, triggers); again {
+				break
+			}
 		}
 	}
 }
 
-func (m *Manager) registerWithRetry(ctx context.Context, p *server.Plugin, sock string) bool {
+// registerWithRetry registers p, retrying with doubling delays up to RetryAttempts tries. A
+// trigger during a wait (the kubelet socket came back, our socket went away) cuts the wait
+// short: it returns true and the caller starts the round over with fresh delays, so a
+// backoff grown against a dying kubelet never delays registering with its successor.
+func (m *Manager) registerWithRetry(ctx context.Context, p *server.Plugin, sock string, triggers <-chan struct{}) bool {
 	delay := m.opts.RetryInitial
 	for attempt := 1; ; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -124,7 +134,7 @@ func (m *Manager) registerWithRetry(ctx context.Context, p *server.Plugin, sock 
 		cancel()
 		if err == nil {
 			m.log.Info("registered with the kubelet", "resource", p.Resource(), "attempt", attempt)
-			return true
+			return false
 		}
 		if attempt >= m.opts.RetryAttempts || ctx.Err() != nil {
 			m.log.Error("registration failed; waiting for kubelet.sock to be recreated", "resource", p.Resource(), "attempts", attempt, "error", err)
@@ -134,6 +144,8 @@ func (m *Manager) registerWithRetry(ctx context.Context, p *server.Plugin, sock 
 		select {
 		case <-ctx.Done():
 			return false
+		case <-triggers:
+			return true
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, m.opts.RetryMax)
