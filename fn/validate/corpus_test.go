@@ -20,6 +20,11 @@ type invalidCase struct {
 	Severity validate.Severity `json:"severity"`
 	Field    string            `json:"field"`
 	Message  string            `json:"message"`
+	// KRM overrides field and message for the KRM function where it words a case differently.
+	KRM *struct {
+		Field   string `json:"field"`
+		Message string `json:"message"`
+	} `json:"krm,omitempty"`
 }
 
 const invalidDir = "../testdata/invalid"
