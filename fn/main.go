@@ -11,7 +11,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/gpupolicy/gpupolicy/fn/audit"
 	"github.com/gpupolicy/gpupolicy/fn/cli"
+	"github.com/gpupolicy/gpupolicy/fn/diff"
 	"github.com/gpupolicy/gpupolicy/fn/doctor"
 	"github.com/gpupolicy/gpupolicy/fn/krm"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
@@ -22,11 +24,15 @@ type command func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 var commands = map[string]command{
 	"render": cli.Render,
+	"audit":  audit.Run,
+	"diff":   diff.Run,
 	"doctor": doctor.Run,
 }
 
 // commandHelp lines for the usage text of the commands other packages implement.
 var commandHelp = []string{
+	"gpupolicy-fn audit -f POLICY|DIR    the privilege report of every container (Markdown or JSON)",
+	"gpupolicy-fn diff BASE HEAD         what a change moves (images, privileges, gates, RBAC, containerd drop-in)",
 	"gpupolicy-fn doctor ...             diagnoses why GPU pods or nodes are not ready in a cluster",
 }
 

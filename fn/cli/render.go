@@ -14,10 +14,14 @@ import (
 	"strings"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/fn/audit"
 	"github.com/gpupolicy/gpupolicy/fn/pipeline"
 	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
+
+// AuditFile is the privilege report render writes at the top of the tree.
+const AuditFile = "AUDIT.md"
 
 // Render is `gpupolicy-fn render -f POLICY -o DIR`.
 func Render(_ context.Context, args []string, stdout, stderr io.Writer) int {
@@ -36,7 +40,8 @@ Decodes, defaults and validates POLICY, renders every object and writes one file
 into DIR, grouped by stage (00-prereqs, 01-driver, 02-container-toolkit, 03-device-plugin,
 04-observability), named <kind>-<name>.yaml. gitops: argocd and none add a root
 kustomization.yaml; gitops: flux adds one per stage directory and flux/ with one Flux
-Kustomization per stage, chained with dependsOn and wait: true. Warnings go to stderr; any
+Kustomization per stage, chained with dependsOn and wait: true. AUDIT.md at the top is the
+privilege report (gpupolicy-fn audit) for the reviewer. Warnings go to stderr; any
 error exits 1 and leaves DIR untouched.
 
 Flags:
@@ -84,6 +89,15 @@ Flags:
 	files, err := render.Files(p, objs, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "render: %v\n", err)
+		return 1
+	}
+	// The privilege report travels with the manifests so a reviewer reads it in the same PR.
+	u, err := objs.Unstructured()
+	if err == nil {
+		files[AuditFile], err = audit.Markdown(u)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "render: audit: %v\n", err)
 		return 1
 	}
 	if err := writeTree(*outDir, files); err != nil {

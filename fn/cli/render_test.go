@@ -24,10 +24,10 @@ func TestRenderWritesTree(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if !strings.Contains(out, "26 objects, 27 files") {
+	if !strings.Contains(out, "26 objects, 28 files") {
 		t.Fatalf("stdout: %s", out)
 	}
-	for _, f := range []string{"kustomization.yaml", "00-prereqs/namespace-gpu-system.yaml", "01-driver/daemonset-gpu-driver.yaml",
+	for _, f := range []string{"kustomization.yaml", AuditFile, "00-prereqs/namespace-gpu-system.yaml", "01-driver/daemonset-gpu-driver.yaml",
 		"02-container-toolkit/daemonset-gpu-container-toolkit.yaml", "03-device-plugin/daemonset-gpu-device-plugin.yaml",
 		"04-observability/daemonset-gpu-exporter.yaml"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
