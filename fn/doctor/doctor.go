@@ -36,10 +36,6 @@ const (
 	ExitFailed   = 2 // bad flags, unreadable -f, cluster unreachable or a forbidden essential read
 )
 
-// PolicyRenderer renders a GPUPolicy file passed with -f; nil means -f takes rendered output only.
-// The fn's main package may set it to the renderer so doctor does not import fn/render itself.
-var PolicyRenderer Renderer
-
 // Run is `gpupolicy-fn doctor`.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
@@ -94,7 +90,7 @@ Flags:
 	}
 	in.Namespace, in.Node, in.Pod = *namespace, *node, *pod
 	if *policy != "" {
-		in.Expected = expectedFrom(*policy, PolicyRenderer)
+		in.Expected = expectedFrom(*policy)
 	}
 	report, err := Diagnose(ctx, in)
 	if err != nil {

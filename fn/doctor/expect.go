@@ -94,8 +94,10 @@ func expectationsFromObjects(source string, objs []*unstructured.Unstructured) (
 					Template corev1.PodTemplateSpec `json:"template"`
 				} `json:"spec"`
 			}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err == nil && len(ds.Spec.Template.Spec.NodeSelector) > 0 {
-				e.EntrySelector = ds.Spec.Template.Spec.NodeSelector
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err == nil {
+				if sel := entrySelector(ds.Spec.Template.Spec); len(sel) > 0 {
+					e.EntrySelector = sel
+				}
 			}
 		}
 	}
@@ -120,4 +122,28 @@ func selectorString(sel map[string]string) string {
 		s += k + "=" + sel[k]
 	}
 	return s
+}
+
+// entrySelector is the agent DaemonSet's placement: its nodeSelector, or the single-valued In
+// requirements of its first required node affinity term (the renderer writes the entry gate as
+// affinity so node pools can add NotIn terms).
+func entrySelector(spec corev1.PodSpec) map[string]string {
+	if len(spec.NodeSelector) > 0 {
+		return spec.NodeSelector
+	}
+	a := spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) == 0 {
+		return nil
+	}
+	sel := map[string]string{}
+	for _, r := range terms[0].MatchExpressions {
+		if r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+			sel[r.Key] = r.Values[0]
+		}
+	}
+	return sel
 }

@@ -48,7 +48,7 @@ func liveCopy(o *unstructured.Unstructured) *unstructured.Unstructured {
 }
 
 func TestObjectsAgainstPolicy(t *testing.T) {
-	exp := expectedFrom("testdata/rendered", nil)
+	exp := expectedFrom("testdata/rendered")
 	rendered, err := exp.Objects(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestDecodeObjects(t *testing.T) {
 	if _, err := decodeObjects("bad.yaml", []byte("a: b\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml: document 1 has no apiVersion/kind") {
 		t.Errorf("want a named error for a non-object, got %v", err)
 	}
-	if _, err := expectedFrom("testdata/missing-dir", nil).Objects(context.Background()); err == nil || !strings.Contains(err.Error(), "-f testdata/missing-dir") {
+	if _, err := expectedFrom("testdata/missing-dir").Objects(context.Background()); err == nil || !strings.Contains(err.Error(), "-f testdata/missing-dir") {
 		t.Errorf("want -f named in the error, got %v", err)
 	}
 }

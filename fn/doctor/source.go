@@ -13,19 +13,38 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/gpupolicy/gpupolicy/fn/pipeline"
+	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
 // policyKind is the kind of the function's input; a file holding it must be rendered first.
 const policyKind = "GPUPolicy"
 
-// Renderer turns a GPUPolicy document into the objects the function renders for it.
-type Renderer func(policy []byte) ([]*unstructured.Unstructured, error)
+// renderPolicy runs the function's own pipeline (decode, default, validate, render), so doctor
+// expects exactly what `gpupolicy-fn render` writes for the same file.
+func renderPolicy(path string, data []byte) ([]*unstructured.Unstructured, error) {
+	_, objs, res := pipeline.Load(data, validate.Options{})
+	if res.HasErrors() {
+		return nil, fmt.Errorf("-f %s is not a valid GPUPolicy:\n%s", path, strings.TrimRight(res.Text(path), "\n"))
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o.Obj)
+		if err != nil {
+			return nil, fmt.Errorf("-f %s: rendered %s: %w", path, o, err)
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+	return out, nil
+}
 
 // expectedFrom returns the rendered objects behind -f PATH: a directory of rendered YAML (as
 // `gpupolicy-fn render -o DIR` writes it, Flux stage sub-directories included), a file of
 // rendered objects, or a GPUPolicy file that render turns into objects.
-func expectedFrom(path string, render Renderer) *Expected {
+func expectedFrom(path string) *Expected {
 	return &Expected{Source: "policy " + path, Objects: func(context.Context) ([]*unstructured.Unstructured, error) {
 		info, err := os.Stat(path)
 		if err != nil {
@@ -44,14 +63,10 @@ func expectedFrom(path string, render Renderer) *Expected {
 		}
 		for _, o := range objs {
 			if o.GetKind() == policyKind {
-				if render == nil {
-					return nil, fmt.Errorf("-f %s: holds a GPUPolicy, but this build has no renderer; render it first (gpupolicy-fn render -f %[1]s -o DIR) and pass -f DIR", path)
+				if len(objs) > 1 {
+					return nil, fmt.Errorf("-f %s: holds a GPUPolicy and %d other objects; pass the policy alone or its rendered output", path, len(objs)-1)
 				}
-				rendered, err := render(data)
-				if err != nil {
-					return nil, fmt.Errorf("-f %s: rendering the policy: %w", path, err)
-				}
-				return rendered, nil
+				return renderPolicy(path, data)
 			}
 		}
 		return objs, nil

@@ -1,0 +1,84 @@
+package doctor
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// fullAPIs serves every kind the renderer emits for the default policy; monitoring says whether
+// the Prometheus Operator CRDs are installed.
+func fullAPIs(monitoring bool) []*metav1.APIResourceList {
+	res := func(name, kind string, namespaced bool) metav1.APIResource {
+		return metav1.APIResource{Name: name, Kind: kind, Namespaced: namespaced, Verbs: metav1.Verbs{"get", "list"}}
+	}
+	lists := []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{res("namespaces", "Namespace", false), res("configmaps", "ConfigMap", true),
+			res("serviceaccounts", "ServiceAccount", true), res("services", "Service", true), res("nodes", "Node", false)}},
+		{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{res("daemonsets", "DaemonSet", true)}},
+		{GroupVersion: "node.k8s.io/v1", APIResources: []metav1.APIResource{res("runtimeclasses", "RuntimeClass", false)}},
+		{GroupVersion: "rbac.authorization.k8s.io/v1", APIResources: []metav1.APIResource{res("clusterroles", "ClusterRole", false),
+			res("clusterrolebindings", "ClusterRoleBinding", false), res("roles", "Role", true), res("rolebindings", "RoleBinding", true)}},
+		{GroupVersion: "admissionregistration.k8s.io/v1", APIResources: []metav1.APIResource{
+			res("validatingadmissionpolicies", "ValidatingAdmissionPolicy", false), res("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", false)}},
+	}
+	if monitoring {
+		lists = append(lists, &metav1.APIResourceList{GroupVersion: "monitoring.coreos.com/v1", APIResources: []metav1.APIResource{
+			res("servicemonitors", "ServiceMonitor", true), res("prometheusrules", "PrometheusRule", true)}})
+	}
+	return lists
+}
+
+// TestPolicyFile renders a real GPUPolicy through the function's pipeline and compares the
+// output with a cluster that applied it: an in-sync cluster has no object findings.
+func TestPolicyFile(t *testing.T) {
+	exp := expectedFrom("testdata/policy.yaml")
+	rendered, err := exp.Objects(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []runtime.Object
+	for _, o := range rendered {
+		live = append(live, liveCopy(o))
+	}
+	for _, monitoring := range []bool{true, false} {
+		client := fake.NewClientset(gpuNode("gpu-a"), policyRuntimeClass())
+		client.Resources = fullAPIs(monitoring)
+		in := Input{Client: client, Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...), Expected: exp}
+		r, err := Diagnose(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ObjectsChecked != len(rendered) {
+			t.Errorf("checked %d of %d rendered objects", r.ObjectsChecked, len(rendered))
+		}
+		e := r.Expectations
+		if e.DriverVersion != "580.95.05" || e.DriverEnforce != "branch" || e.RuntimeClassName != "nvidia" ||
+			selectorString(e.EntrySelector) != "nvidia.com/gpu.present=true" || e.Namespace != "gpu-system" {
+			t.Errorf("expectations from the rendered policy: %+v", e)
+		}
+		var kinds []string
+		for _, f := range r.Objects {
+			kinds = append(kinds, f.Check+" "+f.Kind)
+		}
+		want := ""
+		if !monitoring {
+			want = "kind-not-served PrometheusRule,kind-not-served ServiceMonitor"
+		}
+		if got := strings.Join(kinds, ","); got != want {
+			t.Errorf("monitoring=%v: object findings %q, want %q (%+v)", monitoring, got, want, r.Objects)
+		}
+	}
+}
+
+func TestPolicyFileInvalid(t *testing.T) {
+	_, err := expectedFrom("testdata/invalid-policy.yaml").Objects(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "-f testdata/invalid-policy.yaml is not a valid GPUPolicy") || !strings.Contains(err.Error(), "spec.driver.version") {
+		t.Errorf("want the validation results naming the field, got %v", err)
+	}
+}
