@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/gpupolicy/gpupolicy/e2e/internal/fakenode"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// TestGuardrailsConfineTheAgent plays the node agent's identity (its ServiceAccount plus the
+// node-name claim a token bound to a pod on that node carries) and checks what the rendered
+// ValidatingAdmissionPolicies let it change: its own node's nvidia.com/ labels and nothing else.
+func TestGuardrailsConfineTheAgent(t *testing.T) {
+	d := deployed(t)
+	// No host is added for these nodes, so no agent of the fleet writes to them meanwhile.
+	joinNode(t, fakenode.Spec{Name: "guard-own", GPU: true})
+	joinNode(t, fakenode.Spec{Name: "guard-other", GPU: true})
+	sa := d.agentDS.Spec.Template.Spec.ServiceAccountName
+	agent := clientFor(t, fakenode.AgentConfig(env.cfg, d.ns, sa, "guard-own"))
+	noClaim := fakenode.AgentConfig(env.cfg, d.ns, sa, "guard-own")
+	noClaim.Impersonate.Extra = nil
+	agentWithoutClaim := clientFor(t, noClaim)
+
+	cases := []struct {
+		name    string
+		client  kubernetes.Interface
+		node    string
+		patch   string
+		allowed bool
+	}{
+		{"own node, nvidia.com/ gate label", agent, "guard-own",
+			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":"true"}}}`, true},
+		{"own node, nvidia.com/ label removed", agent, "guard-own",
+			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":null}}}`, true},
+		{"own node, gate-status annotation", agent, "guard-own",
+			`{"metadata":{"annotations":{"` + config.AnnotationGateStatus + `":"{}"}}}`, true},
+		{"another node, nvidia.com/ label", agent, "guard-other",
+			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":"true"}}}`, false},
+		{"own node, label outside nvidia.com/", agent, "guard-own",
+			`{"metadata":{"labels":{"pool":"stolen"}}}`, false},
+		{"own node, existing non-nvidia label removed", agent, "guard-own",
+			`{"metadata":{"labels":{"kubernetes.io/os":null}}}`, false},
+		{"own node, taint", agent, "guard-own",
+			`{"spec":{"taints":[{"key":"nvidia.com/gpu","value":"broken","effect":"NoSchedule"}]}}`, false},
+		{"own node, cordon (spec.unschedulable)", agent, "guard-own",
+			`{"spec":{"unschedulable":true}}`, false},
+		{"own node without the node-name claim", agentWithoutClaim, "guard-own",
+			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":"true"}}}`, false},
+		// The policies confine the agent only: a person (admin) still manages nodes.
+		{"admin, label outside nvidia.com/", env.cs, "guard-own",
+			`{"metadata":{"labels":{"team":"ml"}}}`, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := nodeLabels(t, c.node)
+			_, err := c.client.CoreV1().Nodes().Patch(context.Background(), c.node, types.MergePatchType, []byte(c.patch), metav1.PatchOptions{})
+			switch {
+			case c.allowed && err != nil:
+				t.Fatalf("patch %s denied: %v", c.patch, err)
+			case !c.allowed && err == nil:
+				t.Fatalf("patch %s allowed; labels before %v, after %v", c.patch, before, nodeLabels(t, c.node))
+			case !c.allowed:
+				// Denied by the admission policy, not by RBAC: RBAC grants node patch, the policy
+				// narrows it.
+				if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+					t.Fatalf("patch %s denied, but not by a ValidatingAdmissionPolicy: %v", c.patch, err)
+				}
+				t.Logf("denied as expected: %v", err)
+			}
+		})
+	}
+}
+
+func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}

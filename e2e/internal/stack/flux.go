@@ -1,0 +1,196 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/fluxcd/pkg/ssa/utils"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// FluxStage is one Flux Kustomization of a layout: the directory it applies and the stages it
+// waits for.
+type FluxStage struct {
+	Name      string
+	Path      string // absolute directory
+	DependsOn []string
+	Wait      bool
+	Objects   []*unstructured.Unstructured
+}
+
+const fluxKustomizationGroup = "kustomize.toolkit.fluxcd.io"
+
+// LoadFluxLayout finds the Flux Kustomization objects under dir, loads each one's path and
+// returns the stages in an order that respects dependsOn (ties by name, so the order is stable).
+// A spec.path is resolved like Flux does, against the root of the Git repository (repoRoot);
+// a path that does not exist there is an error naming the Kustomization.
+//
+// The Kustomization CRD is not installed in the test cluster: the suite plays
+// kustomize-controller itself, so the objects are parsed, not applied.
+func LoadFluxLayout(ctx context.Context, kustomize, repoRoot, dir string) ([]FluxStage, error) {
+	ks, err := findFluxKustomizations(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(ks) == 0 {
+		return nil, fmt.Errorf("no %s Kustomization objects under %s", fluxKustomizationGroup, dir)
+	}
+	byName := map[string]*FluxStage{}
+	for _, k := range ks {
+		s := &FluxStage{Name: k.GetName()}
+		p, _, _ := unstructured.NestedString(k.Object, "spec", "path")
+		if p == "" {
+			return nil, fmt.Errorf("Kustomization %s: spec.path is empty", s.Name)
+		}
+		s.Path = filepath.Join(repoRoot, filepath.FromSlash(strings.TrimPrefix(p, "./")))
+		if fi, err := os.Stat(s.Path); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("Kustomization %s: spec.path %q is not a directory under the repository root %s", s.Name, p, repoRoot)
+		}
+		s.Wait, _, _ = unstructured.NestedBool(k.Object, "spec", "wait")
+		deps, _, _ := unstructured.NestedSlice(k.Object, "spec", "dependsOn")
+		for _, d := range deps {
+			if m, ok := d.(map[string]any); ok {
+				if n, ok := m["name"].(string); ok {
+					s.DependsOn = append(s.DependsOn, n)
+				}
+			}
+		}
+		if _, dup := byName[s.Name]; dup {
+			return nil, fmt.Errorf("two Kustomization objects named %s under %s", s.Name, dir)
+		}
+		byName[s.Name] = s
+	}
+	order, err := dependsOnOrder(byName)
+	if err != nil {
+		return nil, err
+	}
+	stages := make([]FluxStage, 0, len(order))
+	for _, s := range order {
+		if s.Objects, err = loadFluxPath(ctx, kustomize, s.Path); err != nil {
+			return nil, fmt.Errorf("Kustomization %s: %w", s.Name, err)
+		}
+		stages = append(stages, *s)
+	}
+	return stages, nil
+}
+
+func findFluxKustomizations(dir string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !isYAML(path) {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		objs, err := utils.ReadObjects(f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for _, o := range objs {
+			if o.GroupVersionKind().Group == fluxKustomizationGroup && o.GetKind() == "Kustomization" {
+				out = append(out, o)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// dependsOnOrder is a topological sort (Kahn) that picks the smallest ready name first.
+func dependsOnOrder(byName map[string]*FluxStage) ([]*FluxStage, error) {
+	indeg := map[string]int{}
+	next := map[string][]string{}
+	for name, s := range byName {
+		indeg[name] += 0
+		for _, d := range s.DependsOn {
+			if _, ok := byName[d]; !ok {
+				return nil, fmt.Errorf("Kustomization %s depends on %s, which the layout does not define", name, d)
+			}
+			indeg[name]++
+			next[d] = append(next[d], name)
+		}
+	}
+	var ready []string
+	for n, d := range indeg {
+		if d == 0 {
+			ready = append(ready, n)
+		}
+	}
+	var order []*FluxStage
+	for len(ready) > 0 {
+		sort.Strings(ready)
+		n := ready[0]
+		ready = ready[1:]
+		order = append(order, byName[n])
+		for _, m := range next[n] {
+			if indeg[m]--; indeg[m] == 0 {
+				ready = append(ready, m)
+			}
+		}
+	}
+	if len(order) != len(byName) {
+		var stuck []string
+		for n, d := range indeg {
+			if d > 0 {
+				stuck = append(stuck, n)
+			}
+		}
+		sort.Strings(stuck)
+		return nil, fmt.Errorf("dependsOn cycle among Kustomizations %v", stuck)
+	}
+	return order, nil
+}
+
+// loadFluxPath reads a stage directory as kustomize-controller does: kustomize build when it
+// has a kustomization.yaml, else every YAML file below it (the controller generates a
+// kustomization listing them).
+func loadFluxPath(ctx context.Context, kustomize, dir string) ([]*unstructured.Unstructured, error) {
+	for _, k := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
+		if _, err := os.Stat(filepath.Join(dir, k)); err == nil {
+			return Kustomize(ctx, kustomize, dir)
+		}
+	}
+	var objs []*unstructured.Unstructured
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !isYAML(path) {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		o, err := utils.ReadObjects(f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for _, obj := range o {
+			// The layout's own Kustomization objects may sit next to the manifests; they are
+			// instructions for the controller, not objects of the stage.
+			if obj.GroupVersionKind().Group != fluxKustomizationGroup {
+				objs = append(objs, obj)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("no objects in %s", dir)
+	}
+	return objs, nil
+}
+
+func isYAML(path string) bool {
+	ext := filepath.Ext(path)
+	return ext == ".yaml" || ext == ".yml"
+}

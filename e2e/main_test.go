@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/gpupolicy/gpupolicy/e2e/internal/cluster"
+)
+
+// env is the control plane every test shares. Tests keep out of each other's way by using
+// their own nodes (names prefixed by the test) rather than by resetting the cluster.
+var env struct {
+	repoRoot string
+	bins     *cluster.Binaries
+	cluster  *cluster.Cluster
+	cfg      *rest.Config
+	cs       kubernetes.Interface
+	workDir  string
+}
+
+var keep = flag.Bool("keep", os.Getenv("E2E_KEEP") != "", "keep the work directory (logs, etcd data, kubeconfig) even when every test passes")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) (code int) {
+	start := time.Now()
+	ctx := context.Background()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env.repoRoot = root
+	if env.bins, err = cluster.EnsureBinaries(filepath.Join(root, "e2e", "hack", "build-binaries.sh")); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if env.workDir, err = os.MkdirTemp("", "gpupolicy-e2e-"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer func() {
+		if code != 0 || *keep {
+			fmt.Fprintf(os.Stderr, "e2e: work directory kept: %s (component logs in %s/cluster/logs, agents in %s/agents)\n", env.workDir, env.workDir, env.workDir)
+			return
+		}
+		os.RemoveAll(env.workDir)
+	}()
+	c, err := cluster.Start(ctx, env.bins, filepath.Join(env.workDir, "cluster"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: start control plane:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: control plane %s up in %s (kubeconfig %s)\n", cluster.KubernetesVersion, time.Since(start).Round(time.Millisecond), c.Kubeconfig)
+	env.cluster, env.cfg = c, c.RESTConfig()
+	if env.cs, err = kubernetes.NewForConfig(env.cfg); err != nil {
+		c.Stop()
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer func() {
+		stopDeployment()
+		stopStart := time.Now()
+		c.Stop()
+		fmt.Fprintf(os.Stderr, "e2e: control plane stopped in %s\n", time.Since(stopStart).Round(time.Millisecond))
+	}()
+	return m.Run()
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs the end-to-end suite on a real control plane. Builds what it needs first: bin/gpupolicy-fn
+# and kustomize (make build tools), and the control-plane binaries (hack/build-binaries.sh;
+# cached under ~/.cache/gpupolicy/e2e-bin, the cold build takes ~15 min on two cores).
+# Extra arguments go to `go test` (e.g. -run TestGuardrails). Prints the total duration.
+set -uo pipefail
+start=$(date +%s)
+root=$(cd "$(dirname "$0")/.." && pwd)
+export CGO_CFLAGS=${CGO_CFLAGS:-"-O2 -g -Wno-deprecated-declarations"}
+
+finish() {
+  local rc=$1 took=$(( $(date +%s) - start ))
+  printf 'e2e: %s in %dm%02ds\n' "$([ "$rc" = 0 ] && echo PASS || echo FAIL)" $((took / 60)) $((took % 60))
+  exit "$rc"
+}
+
+cd "$root" || finish 1
+make -s build tools || finish $?
+bin_dir=$(bash e2e/hack/build-binaries.sh | tail -n 1) || finish $?
+echo "e2e: control-plane binaries in $bin_dir"
+cd e2e || finish 1
+go test ./... -v -count=1 -timeout 40m "$@"
+finish $?
