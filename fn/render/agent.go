@@ -1,6 +1,8 @@
 package render
 
 import (
+	"path"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
@@ -11,6 +13,9 @@ const hostRoot = "/host"
 
 var agentConfigPath = config.AgentConfigDir + "/" + config.AgentConfigFile
 
+// stateDir holds the toolkit status file the installer writes and the gate reads.
+var stateDir = path.Dir(config.ToolkitStatusFile)
+
 // nonRootUser runs the node programs that only read world-readable host files.
 const nonRootUser = 65532
 
@@ -20,7 +25,7 @@ const nonRootUser = 65532
 func agentHostMounts() []mount {
 	return []mount{
 		hostPath("host-proc-driver", "/proc/driver", corev1.HostPathDirectory, hostRoot+"/proc/driver", true),
-		hostPath("host-gpupolicy-state", "/var/lib/gpupolicy", corev1.HostPathDirectoryOrCreate, hostRoot+"/var/lib/gpupolicy", true),
+		hostPath("host-gpupolicy-state", stateDir, corev1.HostPathDirectoryOrCreate, hostRoot+stateDir, true),
 	}
 }
 

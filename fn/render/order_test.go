@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -84,4 +85,18 @@ func hasIn(term corev1.NodeSelectorTerm, key, value string) bool {
 		}
 	}
 	return false
+}
+
+// TestLongNames: names that become label values are refused with the field to change.
+func TestLongNames(t *testing.T) {
+	p, _ := load(t, "pools")
+	p.Spec.NodePools[0].Name = strings.Repeat("a", 46)
+	_, err := render.Render(p)
+	if err == nil || !strings.Contains(err.Error(), "spec.nodePools[0].name") {
+		t.Fatalf("want an error on spec.nodePools[0].name, got %v", err)
+	}
+	p.Spec.NodePools[0].Name = strings.Repeat("a", 45)
+	if _, err := render.Render(p); err != nil {
+		t.Fatal(err)
+	}
 }

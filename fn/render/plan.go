@@ -3,6 +3,10 @@ package render
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
@@ -25,6 +29,9 @@ type plan struct {
 
 func newPlan(p *v1alpha1.GPUPolicy) (*plan, error) {
 	c := &plan{p: p, ns: p.Spec.Namespace}
+	if err := checkLabelValues(p); err != nil {
+		return nil, err
+	}
 	var err error
 	if c.images, err = resolveImages(&p.Spec); err != nil {
 		return nil, err
@@ -47,6 +54,27 @@ func newPlan(p *v1alpha1.GPUPolicy) (*plan, error) {
 	return c, nil
 }
 
+// checkLabelValues: names that end up in label values (app.kubernetes.io/instance, the
+// device plugin DaemonSet names) must fit the 63 characters of a label value.
+func checkLabelValues(p *v1alpha1.GPUPolicy) error {
+	var errs field.ErrorList
+	if n := p.Metadata.Name; len(n) > validation.LabelValueMaxLength {
+		errs = append(errs, field.TooLong(field.NewPath("metadata", "name"), n, validation.LabelValueMaxLength))
+	}
+	maxPool := validation.LabelValueMaxLength - len(NameDevicePlugin+"-")
+	for i, np := range p.Spec.NodePools {
+		if len(np.Name) > maxPool {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "nodePools").Index(i).Child("name"), np.Name, fmt.Sprintf(
+				"must be at most %d characters: the pool's DaemonSet is %s-<name>, and that name is also a label value (at most %d)",
+				maxPool, NameDevicePlugin, validation.LabelValueMaxLength)))
+		}
+	}
+	if len(errs) > 0 {
+		return v1alpha1.FieldErrors(errs)
+	}
+	return nil
+}
+
 // enabled reports the optional stages.
 func (c *plan) featureDiscovery() bool { return v1alpha1.Bool(c.p.Spec.FeatureDiscovery.Enabled) }
 func (c *plan) exporter() bool         { return v1alpha1.Bool(c.p.Spec.Exporter.Enabled) }
@@ -54,8 +82,6 @@ func (c *plan) guardrails() bool       { return v1alpha1.Bool(c.p.Spec.Guardrail
 
 // runtimePath is nvidia-container-runtime on the host: where the toolkit image's installer
 // copies it, or the distribution package's path.
-func (c *plan) runtimePath() string { return runtimePath(&c.p.Spec.Toolkit) }
-
 func runtimePath(t *v1alpha1.Toolkit) string {
 	if t.Source == v1alpha1.SourcePreinstalled {
 		return "/usr/bin/nvidia-container-runtime"
