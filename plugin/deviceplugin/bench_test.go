@@ -50,7 +50,7 @@ func BenchmarkXIDToListAndWatch(b *testing.B) {
 		i++
 		if healthOf(last, h.uuids[gpu]) != pluginapi.Healthy {
 			b.StopTimer()
-			last = next(b, lists, 5*time.Second, "healthy", func(l []*pluginapi.Device) bool { return healthOf(l, h.uuids[gpu]) == pluginapi.Healthy })
+			next(b, lists, 5*time.Second, "healthy", func(l []*pluginapi.Device) bool { return healthOf(l, h.uuids[gpu]) == pluginapi.Healthy })
 			b.StartTimer()
 		}
 		if _, err := h.mock.InjectXID(gpu, 79); err != nil {

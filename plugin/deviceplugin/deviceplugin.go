@@ -97,9 +97,6 @@ func New(opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// GPUs are the GPUs found at start.
-func (m *Manager) GPUs() []devices.GPU { return m.gpus }
-
 // Plugins are the per-resource plugins, sorted by resource name.
 func (m *Manager) Plugins() []*server.Plugin { return m.plugins }
 

@@ -281,6 +281,12 @@ func TestMIGMixed(t *testing.T) {
 				t.Errorf("%s advertises %s", res, d.ID)
 			}
 		}
+		if res == "nvidia.com/mig-1g.5gb" {
+			// MIG devices have no pair topology: the first usable ones in device order.
+			if got := preferred(t, c, []string{list[4].ID, list[2].ID, list[6].ID}, nil, 2); !slices.Equal(got, []string{list[2].ID, list[4].ID}) {
+				t.Errorf("MIG preferred %v", got)
+			}
+		}
 		if res == "nvidia.com/mig-3g.20gb" {
 			resp, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{list[1].ID}}}})
 			if err != nil || cdiNames(resp.ContainerResponses[0])[0] != "nvidia.com/gpu="+list[1].ID {

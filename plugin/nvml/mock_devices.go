@@ -35,7 +35,12 @@ type MockTopology struct {
 // DGXA100Topology returns the topology of a DGX A100 with n GPUs: 12 NVLinks per GPU, two to
 // each of six NVSwitches; GPU pairs (0,1), (2,3), ... behind one PCIe switch; the first half on
 // NUMA node 0, the second half on node 1.
-func DGXA100Topology(n int) MockTopology {
+func DGXA100Topology(n int) MockTopology { return NVSwitchTopology(n, 12, 6) }
+
+// NVSwitchTopology is a DGX-style topology: n GPUs with links NVLinks each, spread evenly over
+// switches NVSwitches (DGX H100: 18 over 4; DGX B200: 18 over 2), PCIe and NUMA as in
+// DGXA100Topology.
+func NVSwitchTopology(n, links, switches int) MockTopology {
 	t := MockTopology{PCIe: make([][]nvml.GpuTopologyLevel, n), Links: make([][]MockLink, n), NUMA: make([]int, n)}
 	for i := range n {
 		t.NUMA[i] = i * 2 / max(n, 1)
@@ -52,11 +57,24 @@ func DGXA100Topology(n int) MockTopology {
 				t.PCIe[i][j] = nvml.TOPOLOGY_SYSTEM
 			}
 		}
-		for l := range 12 {
-			t.Links[i] = append(t.Links[i], MockLink{GPU: -1, Switch: l / 2})
+		for l := range links {
+			t.Links[i] = append(t.Links[i], MockLink{GPU: -1, Switch: l * switches / links})
 		}
 	}
 	return t
+}
+
+// topologyFor picks the NVSwitch layout of the DGX generation of the mock's GPUs.
+func topologyFor(gpus []*server.Device) MockTopology {
+	if len(gpus) > 0 {
+		switch gpus[0].Config.Architecture {
+		case nvml.DEVICE_ARCH_HOPPER:
+			return NVSwitchTopology(len(gpus), 18, 4)
+		case nvml.DEVICE_ARCH_BLACKWELL:
+			return NVSwitchTopology(len(gpus), 18, 2)
+		}
+	}
+	return DGXA100Topology(len(gpus))
 }
 
 // mockDeviceState is the mutable part of the device mock: topology, faults, MIG devices and
@@ -100,7 +118,7 @@ func (m *Mock) fillDevices() {
 		st.gpus = append(st.gpus, d.(*server.Device))
 	}
 	n := len(st.gpus)
-	st.topo = DGXA100Topology(n)
+	st.topo = topologyFor(st.gpus)
 	st.lost, st.dbe, st.migs = make([]bool, n), make([]uint64, n), make([][]*mock.Device, n)
 	key := weak.Make(m)
 	deviceStatesMu.Lock()
