@@ -50,7 +50,7 @@ type snapshot struct {
 	pods         []corev1.Pod
 	runtimeClass *nodev1.RuntimeClass // nil when missing or unreadable
 	rcReadable   bool
-	inUse        map[string]int64 // node → GPUs requested by its non-terminated pods
+	inUse        map[string]map[string]int64 // node → resource → requested by its non-terminated pods
 	nodeReports  map[string]*NodeReport
 	// runtimeClasses caches RuntimeClasses other than the policy's that pods name.
 	runtimeClasses map[string]*nodev1.RuntimeClass
@@ -147,11 +147,17 @@ func (s *snapshot) readCluster(ctx context.Context) error {
 		}
 		return s.pods[i].Name < s.pods[j].Name
 	})
-	s.inUse = map[string]int64{}
+	s.inUse = map[string]map[string]int64{}
 	for i := range s.pods {
 		p := &s.pods[i]
-		if p.Spec.NodeName != "" && !terminated(p) {
-			s.inUse[p.Spec.NodeName] += podRequest(p, corev1.ResourceName(s.exp.ResourceName))
+		if p.Spec.NodeName == "" || terminated(p) {
+			continue
+		}
+		if res, n := s.podGPUs(p); n > 0 {
+			if s.inUse[p.Spec.NodeName] == nil {
+				s.inUse[p.Spec.NodeName] = map[string]int64{}
+			}
+			s.inUse[p.Spec.NodeName][res] += n
 		}
 	}
 
@@ -183,7 +189,7 @@ func (s *snapshot) isGPUNode(n *corev1.Node) bool {
 			return true
 		}
 	}
-	q, ok := n.Status.Capacity[corev1.ResourceName(s.exp.ResourceName)]
+	q, ok := n.Status.Capacity[corev1.ResourceName(s.exp.resourceFor(n.Labels))]
 	return ok && !q.IsZero()
 }
 
@@ -201,6 +207,17 @@ func matchesSelector(labels, sel map[string]string) bool {
 
 func terminated(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// podGPUs is the GPU resource the pod asks for and how many; the policy's resource and 0 when
+// it asks for none.
+func (s *snapshot) podGPUs(p *corev1.Pod) (string, int64) {
+	for _, name := range s.exp.resourceNames() {
+		if n := podRequest(p, corev1.ResourceName(name)); n > 0 {
+			return name, n
+		}
+	}
+	return s.exp.ResourceName, 0
 }
 
 // podRequest is the pod's effective request of an extended resource: the larger of the sum over

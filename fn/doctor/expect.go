@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,10 +32,41 @@ type Expectations struct {
 	ResourceName     string            `json:"resourceName"`
 	RuntimeClassName string            `json:"runtimeClassName"`
 	EntrySelector    map[string]string `json:"entrySelector"`
+	// Pools whose device plugin advertises another resource name than ResourceName.
+	Pools            []PoolExpectation `json:"pools,omitempty"`
 	DriverVersion    string            `json:"driverVersion,omitempty"`
 	DriverEnforce    string            `json:"driverEnforce,omitempty"`
 	FeatureDiscovery bool              `json:"featureDiscovery"`
 	Exporter         bool              `json:"exporter"`
+}
+
+// PoolExpectation is a node pool with its own device plugin resource name.
+type PoolExpectation struct {
+	Name         string            `json:"name"`
+	NodeSelector map[string]string `json:"nodeSelector"`
+	ResourceName string            `json:"resourceName"`
+}
+
+// resourceFor is the resource the device plugin advertises on a node with these labels: its
+// pool's, else the policy's (pools are disjoint by validation).
+func (e Expectations) resourceFor(labels map[string]string) string {
+	for _, p := range e.Pools {
+		if matchesSelector(labels, p.NodeSelector) {
+			return p.ResourceName
+		}
+	}
+	return e.ResourceName
+}
+
+// resourceNames are every GPU resource name of the policy, the default first.
+func (e Expectations) resourceNames() []string {
+	names := []string{e.ResourceName}
+	for _, p := range e.Pools {
+		if !slices.Contains(names, p.ResourceName) {
+			names = append(names, p.ResourceName)
+		}
+	}
+	return names
 }
 
 // defaultExpectations are the contract's defaults, used when nothing better is known.
@@ -68,6 +100,12 @@ func (e *Expectations) applyAgentConfig(raw string) error {
 	}
 	e.DriverVersion = agent.Driver.Version
 	e.DriverEnforce = agent.Driver.Enforce
+	e.Pools = nil
+	for _, p := range agent.NodePools {
+		if p.DevicePlugin.ResourceName != "" && p.DevicePlugin.ResourceName != e.ResourceName {
+			e.Pools = append(e.Pools, PoolExpectation{Name: p.Name, NodeSelector: p.NodeSelector, ResourceName: p.DevicePlugin.ResourceName})
+		}
+	}
 	e.FeatureDiscovery = agent.Stages.FeatureDiscovery
 	e.Exporter = agent.Stages.Exporter
 	return nil

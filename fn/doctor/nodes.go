@@ -237,14 +237,15 @@ func driverSatisfies(found, want, enforce string) bool {
 }
 
 func (s *snapshot) gpuState(n *corev1.Node) GPUState {
-	g := GPUState{Found: -1, Replicas: 1, InUse: s.inUse[n.Name]}
+	res := s.exp.resourceFor(n.Labels)
+	g := GPUState{Resource: res, Found: -1, Replicas: 1, InUse: s.inUse[n.Name][res]}
 	if v, err := strconv.Atoi(n.Labels[labelGPUCount]); err == nil {
 		g.Found = v
 	}
 	if v, err := strconv.Atoi(n.Labels[labelGPUReplicas]); err == nil && v > 0 {
 		g.Replicas = v
 	}
-	name := corev1.ResourceName(s.exp.ResourceName)
+	name := corev1.ResourceName(res)
 	if q, ok := n.Status.Capacity[name]; ok {
 		g.Capacity = q.Value()
 	}
@@ -257,7 +258,7 @@ func (s *snapshot) gpuState(n *corev1.Node) GPUState {
 func (s *snapshot) gpuFindings(r *NodeReport, onNode string, add func(sev, check, msg, fix string)) {
 	plugin := gateState(r.Gates, config.StageDevicePlugin)
 	g := r.GPUs
-	res := s.exp.ResourceName
+	res := g.Resource
 	switch {
 	case plugin == GateStateOpen && g.Allocatable == 0:
 		add(SeverityError, "gpu-capacity", fmt.Sprintf("the device-plugin gate is open but the kubelet advertises no allocatable %s (capacity %d)", res, g.Capacity),

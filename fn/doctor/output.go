@@ -46,7 +46,11 @@ func writeTable(w io.Writer, r *Report) error {
 		p.linef("\nPODS")
 		p.table([]string{"POD", "PHASE", "NODE", "GPUS", "RUNTIMECLASS", "FIRST FAILED GATE"}, len(r.Pods), func(i int) []string {
 			pr := r.Pods[i]
-			return []string{pr.Namespace + "/" + pr.Name, orDash(pr.Phase), orDash(pr.Node), fmt.Sprint(pr.GPUs), orDash(pr.RuntimeClassName), pr.FailedGate}
+			gpus := fmt.Sprint(pr.GPUs)
+			if pr.Resource != r.Expectations.ResourceName {
+				gpus += " " + pr.Resource
+			}
+			return []string{pr.Namespace + "/" + pr.Name, orDash(pr.Phase), orDash(pr.Node), gpus, orDash(pr.RuntimeClassName), pr.FailedGate}
 		})
 		for _, pr := range r.Pods {
 			p.linef("\n%s/%s", pr.Namespace, pr.Name)

@@ -50,7 +50,8 @@ func (s *snapshot) diagnosePods(ctx context.Context) error {
 }
 
 func (s *snapshot) isGPUPod(p *corev1.Pod) bool {
-	return podRequest(p, corev1.ResourceName(s.exp.ResourceName)) > 0 ||
+	_, n := s.podGPUs(p)
+	return n > 0 ||
 		(p.Spec.RuntimeClassName != nil && *p.Spec.RuntimeClassName == s.exp.RuntimeClassName)
 }
 
@@ -77,10 +78,8 @@ func waitingContainer(p *corev1.Pod) (corev1.ContainerStatus, bool) {
 }
 
 func (s *snapshot) diagnosePod(ctx context.Context, p *corev1.Pod) (PodReport, error) {
-	r := PodReport{
-		Namespace: p.Namespace, Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName,
-		GPUs: podRequest(p, corev1.ResourceName(s.exp.ResourceName)),
-	}
+	r := PodReport{Namespace: p.Namespace, Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName}
+	r.Resource, r.GPUs = s.podGPUs(p)
 	if p.Spec.RuntimeClassName != nil {
 		r.RuntimeClassName = *p.Spec.RuntimeClassName
 	}
@@ -106,7 +105,7 @@ func (s *snapshot) diagnosePod(ctx context.Context, p *corev1.Pod) (PodReport, e
 		}
 	}
 	if p.Spec.NodeName == "" {
-		r.FailedGate, r.Finding = s.unscheduled(p, r.GPUs, rc, events)
+		r.FailedGate, r.Finding = s.unscheduled(p, r.Resource, r.GPUs, rc, events)
 	} else {
 		r.FailedGate, r.Finding = s.scheduled(p, events)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
@@ -67,12 +68,19 @@ func TestPodDiagnoses(t *testing.T) {
 				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "cuda", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 					Reason: "RunContainerError", Message: "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared object file"}}}}
 			}), policyRuntimeClass())},
+		{name: "pod-pool-resource", gate: PodGateGPUResource, fixHas: "every GPU is in use",
+			objs: objects(gpuNode("gpu-a"), poolNode("gpu-i"), policyRuntimeClass(), poolConfigMap(),
+				gpuPod("default", "serve", 0, boundTo("gpu-i", corev1.PodRunning), asksFor("nvidia.com/gpu.shared", 32)),
+				gpuPod("default", "train", 0, asksFor("nvidia.com/gpu.shared", 1)))},
 		{name: "pod-healthy", in: Input{Pod: "default/busy"}, gate: PodGateNone,
 			objs: objects(gpuNode("gpu-b"), busy, policyRuntimeClass())},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := diagnoseCase(t, tc.name, tc.in, append(tc.objs, agentConfigMap()))
+			if !hasConfigMap(tc.objs) {
+				tc.objs = append(tc.objs, agentConfigMap())
+			}
+			r := diagnoseCase(t, tc.name, tc.in, tc.objs)
 			if len(r.Pods) != 1 {
 				t.Fatalf("want one pod reported, got %+v", r.Pods)
 			}
@@ -84,5 +92,40 @@ func TestPodDiagnoses(t *testing.T) {
 				t.Errorf("finding must name %q:\n why: %s\n fix: %s", tc.fixHas, p.Finding.Message, p.Finding.Fix)
 			}
 		})
+	}
+}
+
+func hasConfigMap(objs []runtime.Object) bool {
+	for _, o := range objs {
+		if _, ok := o.(*corev1.ConfigMap); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// poolConfigMap is the agent config of a policy whose inference pool shares each GPU 4 ways
+// under its own resource name.
+func poolConfigMap() *corev1.ConfigMap {
+	cm := agentConfigMap()
+	cm.Data[config.AgentConfigFile] += `nodePools:
+- name: inference
+  nodeSelector: {pool: inference}
+  devicePlugin: {resourceName: nvidia.com/gpu.shared, sharing: {timeSlicing: {replicas: 4}}}
+`
+	return cm
+}
+
+// poolNode is a healthy node of the inference pool: 8 GPUs advertised 4 times each.
+func poolNode(name string) *corev1.Node {
+	n := gpuNode(name, withLabel("pool", "inference"), withLabel(labelGPUReplicas, "4"))
+	n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu.shared": *resource.NewQuantity(32, resource.DecimalSI)}
+	n.Status.Allocatable = n.Status.Capacity.DeepCopy()
+	return n
+}
+
+func asksFor(res string, n int64) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceName(res): *resource.NewQuantity(n, resource.DecimalSI)}
 	}
 }

@@ -103,6 +103,8 @@ type DriverState struct {
 
 // GPUState compares the GPUs the agent found with what the kubelet advertises.
 type GPUState struct {
+	// Resource is the name the device plugin advertises on this node (its pool's).
+	Resource string `json:"resource"`
 	// Found is the nvidia.com/gpu.count label; -1 when the node has none.
 	Found       int   `json:"found"`
 	Replicas    int   `json:"replicas"`
@@ -142,6 +144,7 @@ type PodReport struct {
 	Name             string  `json:"name"`
 	Phase            string  `json:"phase"`
 	Node             string  `json:"node,omitempty"`
+	Resource         string  `json:"resource"`
 	GPUs             int64   `json:"gpus"`
 	RuntimeClassName string  `json:"runtimeClassName,omitempty"`
 	FailedGate       string  `json:"failedGate"`

@@ -11,16 +11,15 @@ import (
 
 // unscheduled walks the gates of a pod the scheduler has not placed, in the order a GPU pod
 // meets them, narrowing the nodes at each step; the first step that leaves none is the answer.
-func (s *snapshot) unscheduled(p *corev1.Pod, need int64, rc *nodev1.RuntimeClass, events []corev1.Event) (string, Finding) {
-	res := s.exp.ResourceName
+func (s *snapshot) unscheduled(p *corev1.Pod, res string, need int64, rc *nodev1.RuntimeClass, events []corev1.Event) (string, Finding) {
 	candidates := make([]*corev1.Node, 0, len(s.nodes))
 	for i := range s.nodes {
-		if n := &s.nodes[i]; need == 0 || s.free(n) >= need {
+		if n := &s.nodes[i]; need == 0 || s.free(n, res) >= need {
 			candidates = append(candidates, n)
 		}
 	}
 	if len(candidates) == 0 {
-		return PodGateGPUResource, s.noGPUFinding(need)
+		return PodGateGPUResource, s.noGPUFinding(res, need)
 	}
 
 	if sel := runtimeClassSelector(rc); len(sel) > 0 {
@@ -36,7 +35,7 @@ func (s *snapshot) unscheduled(p *corev1.Pod, need int64, rc *nodev1.RuntimeClas
 			}
 		}
 		if len(both) == 0 {
-			return PodGateRuntimeClassSelector, s.selectorFinding(rc, sel, need, matching, candidates)
+			return PodGateRuntimeClassSelector, s.selectorFinding(rc, sel, res, need, matching, candidates)
 		}
 		candidates = both
 	}
@@ -91,22 +90,21 @@ func (s *snapshot) unscheduled(p *corev1.Pod, need int64, rc *nodev1.RuntimeClas
 }
 
 // free is what the scheduler can still give on n: allocatable minus what bound pods request.
-func (s *snapshot) free(n *corev1.Node) int64 {
-	q := n.Status.Allocatable[corev1.ResourceName(s.exp.ResourceName)]
-	return q.Value() - s.inUse[n.Name]
+func (s *snapshot) free(n *corev1.Node, res string) int64 {
+	q := n.Status.Allocatable[corev1.ResourceName(res)]
+	return q.Value() - s.inUse[n.Name][res]
 }
 
 // noGPUFinding explains the resource gate per GPU node and points the fix at the node whose
 // broken stage keeps its GPUs from being advertised, which is usually the real cause.
-func (s *snapshot) noGPUFinding(need int64) Finding {
-	res := s.exp.ResourceName
+func (s *snapshot) noGPUFinding(res string, need int64) Finding {
 	var parts []string
 	var blocked *NodeReport
 	var largest int64
 	for i := range s.nodes {
 		r, ok := s.nodeReports[s.nodes[i].Name]
-		if !ok {
-			continue
+		if !ok || r.GPUs.Resource != res {
+			continue // not a GPU node, or its pool serves another resource
 		}
 		largest = max(largest, r.GPUs.Allocatable)
 		if r.GPUs.Allocatable == 0 {
@@ -143,13 +141,13 @@ func (s *snapshot) noGPUFinding(need int64) Finding {
 }
 
 // selectorFinding: the RuntimeClass keeps the pod off every node that has the GPUs it needs.
-func (s *snapshot) selectorFinding(rc *nodev1.RuntimeClass, sel map[string]string, need int64, matching, withGPUs []*corev1.Node) Finding {
+func (s *snapshot) selectorFinding(rc *nodev1.RuntimeClass, sel map[string]string, res string, need int64, matching, withGPUs []*corev1.Node) Finding {
 	f := Finding{Severity: SeverityError, Check: PodGateRuntimeClassSelector}
 	if len(matching) == 0 {
 		f.Message = fmt.Sprintf("RuntimeClass %s only admits nodes with %s and no node has it", rc.Name, selectorString(sel))
 	} else {
 		f.Message = fmt.Sprintf("RuntimeClass %s admits %s, none with %d free %s; the nodes with free GPUs (%s) lack %s",
-			rc.Name, nodeNames(matching), need, s.exp.ResourceName, nodeNames(withGPUs), selectorString(sel))
+			rc.Name, nodeNames(matching), need, res, nodeNames(withGPUs), selectorString(sel))
 	}
 	for _, n := range withGPUs {
 		if r, ok := s.nodeReports[n.Name]; ok {
@@ -184,7 +182,7 @@ func (s *snapshot) scheduled(p *corev1.Pod, events []corev1.Event) (string, Find
 	}
 	if e, ok := lastEvent(events, "UnexpectedAdmissionError"); ok {
 		return PodGateDeviceAdmission, Finding{Severity: SeverityError, Check: PodGateDeviceAdmission,
-			Message: fmt.Sprintf("the kubelet on %s could not allocate %s: %s", node, s.exp.ResourceName, oneLine(e.Message)),
+			Message: fmt.Sprintf("the kubelet on %s could not allocate its GPUs: %s", node, oneLine(e.Message)),
 			Fix:     fmt.Sprintf("see the gpu-device-plugin pod on %s (%s); delete the pod to retry once it is healthy", node, onNode)}
 	}
 	if cs, stuck := waitingContainer(p); stuck {
