@@ -1,99 +1,194 @@
 package metrics
 
 import (
+	"bytes"
 	"cmp"
+	"compress/gzip"
+	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
+	"github.com/gpupolicy/gpupolicy/plugin/exporter/collector"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/podresources"
 )
 
-// Gatherer serves the GPU families cached per (snapshot, mapping) and the live self metrics.
+// Gatherer renders the whole exposition once per change of its inputs (a new NVML snapshot, a
+// new pod mapping, a pod-resources refresh) into plain and gzip bytes. A scrape writes those
+// bytes: no NVML, no gRPC, no encoding on the scrape path. Go/process metrics are as fresh as
+// the last change (at most --interval old).
 type Gatherer struct {
-	src  Sources
-	live *prometheus.Registry
+	src      Sources
+	podStats func() podresources.Stats
+	self     *prometheus.Registry // process, Go runtime, pod-resources stats
+	builder  *gpuCollector
 
-	mu      sync.Mutex
-	key     cacheKey
-	cached  []*dto.MetricFamily
-	builder *gpuCollector
+	mu  sync.Mutex
+	key cacheKey
+	exp *exposition
 }
 
 type cacheKey struct {
-	seq, gen uint64
-	valid    bool
+	seq, gen, podRequests uint64
 }
+
+// exposition is one rendered scrape, never modified after it is published.
+type exposition struct {
+	plain, gz []byte
+}
+
+// contentType is the Prometheus text format (0.0.4), which every Prometheus version reads.
+var contentType = string(expfmt.NewFormat(expfmt.TypeTextPlain))
 
 // NewGatherer builds the gatherer; podStats may be nil when pod attribution is off.
 func NewGatherer(src Sources, podStats func() podresources.Stats) *Gatherer {
-	live := prometheus.NewRegistry()
-	live.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	self := prometheus.NewRegistry()
+	self.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	if podStats != nil {
-		live.MustRegister(&podStatsCollector{
+		self.MustRegister(&podStatsCollector{
 			stats:    podStats,
 			requests: prometheus.NewDesc(NamePodRequests, "Background List calls to the kubelet pod-resources API, by result (scrapes make none).", []string{"result"}, nil),
 			last:     prometheus.NewDesc(NamePodLastSuccess, "Unix time of the last successful pod-resources List.", nil, nil),
 		})
 	}
-	return &Gatherer{src: src, live: live, builder: newGPUCollector()}
+	return &Gatherer{src: src, podStats: podStats, self: self, builder: newGPUCollector()}
 }
 
-// Gather implements prometheus.Gatherer.
+func (g *Gatherer) currentKey() (cacheKey, inputs) {
+	in := inputs{snap: g.src.Snapshot()}
+	var k cacheKey
+	if in.snap != nil {
+		k.seq = in.snap.Seq
+	}
+	if g.src.Pods != nil {
+		in.pods = g.src.Pods()
+		k.gen = in.pods.Gen
+	}
+	if g.podStats != nil {
+		k.podRequests = g.podStats().Requests
+	}
+	return k, in
+}
+
+// current returns the exposition for the current inputs, rendering it if they changed.
+func (g *Gatherer) current() (*exposition, error) {
+	key, in := g.currentKey()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.exp != nil && key == g.key {
+		return g.exp, nil
+	}
+	fams, err := g.gather(in)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := render(fams)
+	if err != nil {
+		return nil, err
+	}
+	g.key, g.exp = key, exp
+	return exp, nil
+}
+
+// Gather implements prometheus.Gatherer (fresh, uncached), for tests and embedding.
 func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
-	gpu, err := g.gpuFamilies()
+	_, in := g.currentKey()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gather(in)
+}
+
+type inputs struct {
+	snap *collector.Snapshot
+	pods *podresources.Mapping
+}
+
+func (g *Gatherer) gather(in inputs) ([]*dto.MetricFamily, error) {
+	reg := prometheus.NewRegistry()
+	g.builder.snap, g.builder.pods = in.snap, in.pods
+	defer func() { g.builder.snap, g.builder.pods = nil, nil }()
+	reg.MustRegister(g.builder)
+	gpu, err := reg.Gather()
 	if err != nil {
 		return nil, err
 	}
-	live, err := g.live.Gather()
+	self, err := g.self.Gather()
 	if err != nil {
 		return nil, err
 	}
-	// The two sets of names are disjoint; merge sorted as the registry would.
-	out := make([]*dto.MetricFamily, 0, len(gpu)+len(live))
-	out = append(append(out, gpu...), live...)
+	out := append(gpu, self...) // disjoint names
 	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	return out, nil
 }
 
-func (g *Gatherer) gpuFamilies() ([]*dto.MetricFamily, error) {
-	snap := g.src.Snapshot()
-	var pods *podresources.Mapping
-	if g.src.Pods != nil {
-		pods = g.src.Pods()
+func render(fams []*dto.MetricFamily) (*exposition, error) {
+	var plain bytes.Buffer
+	enc := expfmt.NewEncoder(&plain, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range fams {
+		if err := enc.Encode(f); err != nil {
+			return nil, err
+		}
 	}
-	key := cacheKey{valid: true}
-	if snap != nil {
-		key.seq = snap.Seq
-	}
-	if pods != nil {
-		key.gen = pods.Gen
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if key == g.key {
-		return g.cached, nil // families are never modified after Gather, so sharing them is safe
-	}
-	reg := prometheus.NewPedanticRegistry()
-	g.builder.snap, g.builder.pods = snap, pods
-	reg.MustRegister(g.builder)
-	fams, err := reg.Gather()
-	g.builder.snap, g.builder.pods = nil, nil
-	if err != nil {
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+	if _, err := zw.Write(plain.Bytes()); err != nil {
 		return nil, err
 	}
-	g.key, g.cached = key, fams
-	return fams, nil
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return &exposition{plain: plain.Bytes(), gz: gz.Bytes()}, nil
 }
 
-// Handler serves /metrics from the gatherer.
+// Run renders soon after a new snapshot or pod mapping is published, so that scrapes find the
+// bytes ready. Without Run the first scrape after a change renders them.
+func (g *Gatherer) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = g.current()
+		}
+	}
+}
+
+// Handler serves /metrics.
 func (g *Gatherer) Handler() http.Handler {
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		exp, err := g.current()
+		if err != nil {
+			http.Error(w, "gathering metrics: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", contentType)
+		h.Add("Vary", "Accept-Encoding")
+		body := exp.plain
+		if acceptsGzip(r) {
+			h.Set("Content-Encoding", "gzip")
+			body = exp.gz
+		}
+		_, _ = w.Write(body)
+	})
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		if enc, _, _ := strings.Cut(strings.TrimSpace(part), ";"); enc == "gzip" {
+			return true
+		}
+	}
+	return false
 }
 
 type podStatsCollector struct {
