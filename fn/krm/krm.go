@@ -91,10 +91,14 @@ func findPolicy(rl *fn.ResourceList) (*fn.KubeObject, fn.KubeObjects, *fn.Result
 		found = append(found, fc)
 	}
 	for _, it := range rl.Items {
-		if isPolicy(it) {
-			found = append(found, it)
-		} else {
+		switch {
+		case !isPolicy(it):
 			rest = append(rest, it)
+		case len(found) > 0 && found[0] == fc && sameObject(fc, it):
+			// kustomize hands a generator's config to the function twice: as the
+			// functionConfig and as an item. It is one policy, and it is dropped from the output.
+		default:
+			found = append(found, it)
 		}
 	}
 	switch len(found) {
@@ -114,6 +118,11 @@ var errNoPolicy = errors.New("no GPUPolicy found: give it as the functionConfig 
 // reported by the decoder with the version to write instead of being passed through.
 func isPolicy(o *fn.KubeObject) bool {
 	return o.GetKind() == v1alpha1.Kind && o.GroupKind().Group == v1alpha1.Group
+}
+
+func sameObject(a, b *fn.KubeObject) bool {
+	return a.GetAPIVersion() == b.GetAPIVersion() && a.GetKind() == b.GetKind() &&
+		a.GetName() == b.GetName() && a.GetNamespace() == b.GetNamespace()
 }
 
 func ref(o *fn.KubeObject) *fn.ResourceRef {

@@ -152,3 +152,28 @@ func TestNotAResourceList(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// TestKustomizeInput replays what kustomize really sends: the policy twice (functionConfig
+// and item). It is one policy, rendered once, and absent from the output.
+func TestKustomizeInput(t *testing.T) {
+	in, err := os.ReadFile("testdata/kustomize-input.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl, code, stderr := run(t, string(in))
+	if code != 0 {
+		t.Fatalf("exit %d: %s %v", code, stderr, rl.Results)
+	}
+	daemonSets := 0
+	for _, it := range rl.Items {
+		if it.GetKind() == "GPUPolicy" {
+			t.Fatal("the GPUPolicy must not be in the output")
+		}
+		if it.GetKind() == "DaemonSet" {
+			daemonSets++
+		}
+	}
+	if daemonSets != 7 { // agent, driver, toolkit, 2 device plugins, feature discovery, exporter
+		t.Fatalf("%d DaemonSets", daemonSets)
+	}
+}
