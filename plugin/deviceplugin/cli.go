@@ -77,6 +77,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", "error", err)
 		return 1
 	}
+	log.Info("config", "file", *configFile, "pool", cfg.Pool, "resourceName", cfg.ResourceName, "migStrategy", cfg.MIGStrategy,
+		"deviceListStrategy", cfg.DeviceListStrategy, "replicas", cfg.Sharing.TimeSlicing.Replicas, "healthChecks", cfg.HealthChecks.Enabled)
 	for _, p := range m.Plugins() {
 		log.Info("resource", "resource", p.Resource(), "socket", p.Socket())
 	}

@@ -99,6 +99,11 @@ func TestEnumerateMIGAndResources(t *testing.T) {
 		}
 	}
 	gpus, _ = devices.Enumerate(m, t.TempDir())
+	cfg.MIGStrategy = "mixed"
+	if res, _ := devices.Resources(gpus, cfg); res[0].Name != "example.com/gpu" || len(res[0].Devices) != 0 {
+		t.Errorf("mixed with every GPU partitioned: %+v, want an empty example.com/gpu", res[0])
+	}
+	cfg.MIGStrategy = "single"
 	_, err = devices.Resources(gpus, cfg)
 	if err == nil || !strings.Contains(err.Error(), "one MIG profile") || !strings.Contains(err.Error(), "1g.5gb on GPU 0") || !strings.Contains(err.Error(), "2g.10gb on GPU 2") {
 		t.Errorf("single with two profiles: %v", err)

@@ -40,7 +40,8 @@ func UUIDOf(id string) string {
 //   - mixed: GPUs outside MIG mode are devices of cfg.ResourceName; MIG devices are devices of
 //     "<domain>/mig-<profile>" (nvidia.com/mig-1g.5gb).
 //
-// The result is sorted by resource name; devices by GPU index, then MIG instance, then replica.
+// cfg.ResourceName is always among the result, without devices if need be. The result is
+// sorted by resource name; devices by GPU index, then MIG instance, then replica.
 func Resources(gpus []GPU, cfg config.DevicePlugin) ([]Resource, error) {
 	replicas := max(cfg.Sharing.TimeSlicing.Replicas, 1)
 	byName := map[string]*Resource{}
@@ -89,6 +90,11 @@ func Resources(gpus []GPU, cfg config.DevicePlugin) ([]Resource, error) {
 		}
 	default:
 		return nil, fmt.Errorf("migStrategy %q: want none, single or mixed", cfg.MIGStrategy)
+	}
+	// The main resource is always served, if empty: a node without whole GPUs (none found, or
+	// all partitioned under mixed) then reports a capacity of 0 instead of a stale one.
+	if byName[cfg.ResourceName] == nil {
+		byName[cfg.ResourceName] = &Resource{Name: cfg.ResourceName}
 	}
 	names := make([]string, 0, len(byName))
 	for n := range byName {

@@ -1,0 +1,58 @@
+package health_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/devices"
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/health"
+	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+)
+
+// Without NVML events (drivers or GPUs that refuse them) the probes still catch a rising
+// uncorrected ECC count and a GPU that stops answering, and recovery follows the same rule.
+func TestProbesWithoutEvents(t *testing.T) {
+	m, err := gpunvml.NewMock("dgxa100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+	gpus, err := devices.Enumerate(m, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon := health.New(m, gpus, health.Options{RecoveryPeriod: 100 * time.Millisecond, ProbeInterval: 5 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	updates := make(chan health.Update, 64)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { mon.Run(ctx, func(u health.Update) { updates <- u }); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	expect := func(uuid string, healthy bool, reason string) {
+		t.Helper()
+		select {
+		case u := <-updates:
+			if u.UUID != uuid || u.Healthy != healthy || !strings.Contains(u.Reason, reason) {
+				t.Fatalf("update %+v, want %s healthy=%v (%s)", u, uuid, healthy, reason)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no update for %s", uuid)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // the first probe records the ECC baseline
+	if err := m.AddDoubleBitErrors(4, 3); err != nil {
+		t.Fatal(err)
+	}
+	expect(gpus[4].UUID, false, "uncorrected ECC errors rose from 0 to 3")
+	expect(gpus[4].UUID, true, "sane for 100ms")
+	if err := m.SetLost(6, true); err != nil {
+		t.Fatal(err)
+	}
+	expect(gpus[6].UUID, false, "not answering")
+}
