@@ -19,14 +19,16 @@ var stateDir = path.Dir(config.ToolkitStatusFile)
 // nonRootUser runs the node programs that only read world-readable host files.
 const nonRootUser = 65532
 
-// agentHostMounts are what the gate and the driver validator read: the kernel module's
-// version (no NVML before the toolkit stage) and the status file the toolkit installer
-// writes. /proc/driver always exists; the nvidia entry appears when the module loads.
-func agentHostMounts() []mount {
-	return []mount{
-		hostPath("host-proc-driver", "/proc/driver", corev1.HostPathDirectory, hostRoot+"/proc/driver", true),
-		hostPath("host-gpupolicy-state", stateDir, corev1.HostPathDirectoryOrCreate, hostRoot+stateDir, true),
-	}
+// procDriverMount is how the gate and the driver validator read the kernel module's version
+// without NVML (the toolkit stage that injects NVML comes later). /proc/driver always
+// exists; its nvidia entry appears when the module loads.
+func procDriverMount() mount {
+	return hostPath("host-proc-driver", "/proc/driver", corev1.HostPathDirectory, hostRoot+"/proc/driver", true)
+}
+
+// stateMount is the directory of the toolkit status file (written by the toolkit installer).
+func stateMount(readOnly bool) mount {
+	return hostPath("host-gpupolicy-state", stateDir, corev1.HostPathDirectoryOrCreate, hostRoot+stateDir, readOnly)
 }
 
 func agentConfigMount() mount {
@@ -44,7 +46,7 @@ func nonRoot(sc *corev1.SecurityContext) *corev1.SecurityContext {
 // renderNodeAgent is the entry stage: on every GPU node (entry selector only), it opens the
 // stage gates in order as it verifies each stage. It only reads the host.
 func renderNodeAgent(c *plan) (Objects, error) {
-	vols, mounts := volumesAndMounts(append(agentHostMounts(), agentConfigMount())...)
+	vols, mounts := volumesAndMounts(procDriverMount(), stateMount(true), agentConfigMount())
 	obj, err := c.build(daemonSet{
 		name: NameNodeAgent, component: "node-agent", stage: StagePrereqs,
 		configs: [][]byte{c.agentConfig},

@@ -29,7 +29,7 @@ func renderDriver(c *plan) (Objects, error) {
 }
 
 func (c *plan) driverValidator(d *daemonSet) {
-	vols, mounts := volumesAndMounts(append(agentHostMounts(), agentConfigMount())...)
+	vols, mounts := volumesAndMounts(procDriverMount(), agentConfigMount())
 	check := []string{"gpu-node-agent", "driver", "--config", agentConfigPath, "--host-root", hostRoot}
 	d.volumes = vols
 	d.containers = []corev1.Container{{

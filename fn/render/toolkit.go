@@ -27,7 +27,7 @@ func renderToolkit(c *plan) (Objects, error) {
 	dropIn := configMapMount("containerd-drop-in", config.DropInConfigMap, config.DropInDir)
 	host := []mount{
 		hostPath("host-containerd-config", path.Dir(cr.ConfigPath), corev1.HostPathDirectoryOrCreate, hostRoot+path.Dir(cr.ConfigPath), false),
-		hostPath("host-gpupolicy-state", path.Dir(config.ToolkitStatusFile), corev1.HostPathDirectoryOrCreate, hostRoot+path.Dir(config.ToolkitStatusFile), false),
+		stateMount(false),
 		hostPath("host-containerd-socket", path.Dir(cr.Socket), corev1.HostPathDirectory, hostRoot+path.Dir(cr.Socket), true),
 	}
 	if !strings.HasPrefix(cr.DropInDir+"/", path.Dir(cr.ConfigPath)+"/") {
