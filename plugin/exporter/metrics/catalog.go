@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/collector"
@@ -80,3 +82,15 @@ const (
 	NamePodLastSuccess     = "gpupolicy_exporter_pod_resources_last_success_timestamp_seconds"
 	NameXIDErrors          = "DCGM_FI_DEV_XID_ERRORS"
 )
+
+// Names lists every metric family the exporter emits itself (not the Go/process collectors),
+// sorted; dashboards and rules may only use these.
+func Names() []string {
+	names := []string{NameGPUUp, NameGPULastError, NameGPUXIDErrors, NameDriverInfo, NameCollectionDuration,
+		NameCollections, NameLastCollection, NameNVMLErrors, NamePodRequests, NamePodLastSuccess, NameXIDErrors}
+	for _, s := range catalog {
+		names = append(names, s.name)
+	}
+	slices.Sort(names)
+	return names
+}
