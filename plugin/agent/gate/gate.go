@@ -1,0 +1,276 @@
+// Package gate opens the per-node stage labels (nvidia.com/gpu.deploy.*) in order once each
+// stage is verified on this node, and closes the labels downstream of a broken stage in
+// reverse order. It is the only ordering mechanism on a node: the DaemonSets of later stages
+// select on these labels.
+//
+// The package is independent of what a stage check does: a StageCheck is a function, so the
+// real checks (package stages) and injected ones (tests, e2e) run through the same reconcile.
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// Result is one stage check's verdict.
+type Result struct {
+	Ready  bool
+	Reason string
+	// Labels and Annotations the check owns (keys under nvidia.com/); "" removes the key.
+	// They are applied whether or not the stage is ready (e.g. the driver version label).
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// CheckFunc verifies one stage on this node.
+type CheckFunc func(ctx context.Context) Result
+
+// Static returns a check with a fixed verdict.
+func Static(ready bool, reason string) CheckFunc {
+	return func(context.Context) Result { return Result{Ready: ready, Reason: reason} }
+}
+
+// StageCheck guards the labels in Opens: they are open iff this check and every check before
+// it in Reconciler.Checks is ready. A nil Check is always ready (the entry stage).
+type StageCheck struct {
+	Stage string
+	Opens []string
+	Check CheckFunc
+}
+
+// StageStatus is one stage's verdict as published in the gate-status annotation.
+type StageStatus struct {
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason"`
+}
+
+// Status maps StageCheck.Stage to its verdict; it is the JSON of config.AnnotationGateStatus.
+type Status map[string]StageStatus
+
+// Reconciler converges one node's gate labels with its stage checks.
+type Reconciler struct {
+	Client kubernetes.Interface
+	Node   string
+	Checks []StageCheck
+	Logger *slog.Logger
+}
+
+func (r *Reconciler) logger() *slog.Logger {
+	l := r.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	return l.With("node", r.Node)
+}
+
+func (r *Reconciler) validate() error {
+	if r.Client == nil {
+		return errors.New("gate: Reconciler.Client is nil")
+	}
+	if r.Node == "" {
+		return nodeapi.ErrNoNodeName
+	}
+	if len(r.Checks) == 0 {
+		return errors.New("gate: Reconciler.Checks is empty")
+	}
+	seen := map[string]bool{}
+	for _, c := range r.Checks {
+		if c.Stage == "" || seen[c.Stage] {
+			return fmt.Errorf("gate: stage name %q is empty or repeated", c.Stage)
+		}
+		seen[c.Stage] = true
+		for _, l := range c.Opens {
+			if !strings.HasPrefix(l, config.ManagedPrefix) {
+				return fmt.Errorf("gate: stage %s opens %q, outside %s", c.Stage, l, config.ManagedPrefix)
+			}
+		}
+	}
+	return nil
+}
+
+// Reconcile runs every check once and converges the node's labels and annotations with the
+// verdicts. It returns the verdicts even when patching the node failed.
+func (r *Reconciler) Reconcile(ctx context.Context) (Status, error) {
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	log := r.logger()
+	results := make([]Result, len(r.Checks))
+	status := Status{}
+	for i, c := range r.Checks {
+		res := Result{Ready: true, Reason: "entry: node selected by the policy"}
+		if c.Check != nil {
+			res = c.Check(ctx)
+		}
+		results[i] = res
+		status[c.Stage] = StageStatus{Ready: res.Ready, Reason: res.Reason}
+	}
+	statusJSON, err := json.Marshal(status)
+	if err != nil {
+		return status, err
+	}
+	var before *corev1.Node
+	plan := func(node *corev1.Node) []nodeapi.Change {
+		if before == nil {
+			before = node.DeepCopy()
+		}
+		return r.plan(node, results, string(statusJSON))
+	}
+	node, err := nodeapi.Converge(ctx, r.Client, r.Node, plan)
+	if err != nil {
+		return status, err
+	}
+	r.logChanges(log, before, node)
+	r.postTransitions(ctx, log, before, node, status)
+	return status, nil
+}
+
+// plan lists the remaining patches: close downstream labels (last stage first), then the
+// checks' own labels and annotations, then open labels (first stage first), then the status.
+func (r *Reconciler) plan(node *corev1.Node, results []Result, statusJSON string) []nodeapi.Change {
+	labels, annotations := node.Labels, node.Annotations
+	want := map[string]bool{}
+	ready := true
+	for i, c := range r.Checks {
+		ready = ready && results[i].Ready
+		for _, l := range c.Opens {
+			want[l] = ready
+		}
+	}
+	var steps []nodeapi.Change
+	for i := len(r.Checks) - 1; i >= 0; i-- {
+		opens := r.Checks[i].Opens
+		for j := len(opens) - 1; j >= 0; j-- {
+			l := opens[j]
+			if v, ok := labels[l]; ok && !want[l] && v != config.GateOptOut {
+				steps = append(steps, nodeapi.Change{Labels: map[string]*string{l: nil}})
+			}
+		}
+	}
+	own := nodeapi.Change{Labels: map[string]*string{}, Annotations: map[string]*string{}}
+	for _, res := range results {
+		diffInto(own.Labels, labels, res.Labels)
+		diffInto(own.Annotations, annotations, res.Annotations)
+	}
+	if !own.Empty() {
+		steps = append(steps, own)
+	}
+	for _, c := range r.Checks {
+		for _, l := range c.Opens {
+			if v, ok := labels[l]; want[l] && (!ok || (v != config.GateOpen && v != config.GateOptOut)) {
+				steps = append(steps, nodeapi.Change{Labels: map[string]*string{l: nodeapi.Value(config.GateOpen)}})
+			}
+		}
+	}
+	if annotations[config.AnnotationGateStatus] != statusJSON {
+		steps = append(steps, nodeapi.Change{Annotations: map[string]*string{config.AnnotationGateStatus: nodeapi.Value(statusJSON)}})
+	}
+	return steps
+}
+
+// diffInto records in out the changes that bring cur to want ("" in want means absent).
+func diffInto(out map[string]*string, cur, want map[string]string) {
+	for k, v := range want {
+		old, ok := cur[k]
+		switch {
+		case v == "" && ok:
+			out[k] = nil
+		case v != "" && (!ok || old != v):
+			out[k] = nodeapi.Value(v)
+		}
+	}
+}
+
+func (r *Reconciler) logChanges(log *slog.Logger, before, after *corev1.Node) {
+	for _, c := range r.Checks {
+		for _, l := range c.Opens {
+			old, hadOld := before.Labels[l]
+			cur, has := after.Labels[l]
+			if old == cur && hadOld == has {
+				continue
+			}
+			switch {
+			case has && cur == config.GateOpen:
+				log.Info("gate opened", "stage", c.Stage, "label", l)
+			case !has:
+				log.Info("gate closed", "stage", c.Stage, "label", l)
+			}
+		}
+	}
+}
+
+// postTransitions posts an Event for every stage whose verdict differs from the one the node
+// carried before; the annotation persists the last verdict, so a restarted agent stays quiet.
+func (r *Reconciler) postTransitions(ctx context.Context, log *slog.Logger, before, after *corev1.Node, status Status) {
+	var prev Status
+	if raw := before.Annotations[config.AnnotationGateStatus]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &prev); err != nil {
+			log.Warn("ignoring unreadable gate-status annotation", "error", err)
+		}
+	}
+	for _, c := range r.Checks {
+		cur := status[c.Stage]
+		if old, ok := prev[c.Stage]; ok && old == cur {
+			continue
+		}
+		typ, reason := corev1.EventTypeNormal, "StageReady"
+		if !cur.Ready {
+			typ, reason = corev1.EventTypeWarning, "StageNotReady"
+		}
+		log.Info("stage verdict changed", "stage", c.Stage, "ready", cur.Ready, "reason", cur.Reason)
+		msg := fmt.Sprintf("stage %s: %s", c.Stage, cur.Reason)
+		if err := nodeapi.Event(ctx, r.Client, after, "gpu-node-agent", typ, reason, msg); err != nil {
+			log.Warn("could not post event", "stage", c.Stage, "error", err)
+		}
+	}
+}
+
+// Backoff bounds of Run after a failed reconcile (API server down, node not registered yet).
+const (
+	minBackoff = time.Second
+)
+
+// Run reconciles now and then every interval until ctx is done. A failed reconcile is retried
+// with exponential backoff (from 1s, capped at interval) and never ends the loop.
+func (r *Reconciler) Run(ctx context.Context, interval time.Duration) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	if interval <= 0 {
+		return fmt.Errorf("gate: interval must be positive, got %s", interval)
+	}
+	log := r.logger()
+	backoff := minBackoff
+	for {
+		wait := interval
+		if _, err := r.Reconcile(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			wait = min(backoff, interval)
+			backoff *= 2
+			log.Warn("reconcile failed; retrying", "stage", "gate", "error", err, "retryIn", wait)
+		} else {
+			backoff = minBackoff
+		}
+		// Jitter spreads the agents of a large fleet after an API server restart.
+		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+const node = "gpu-1"
+
+func newNode(labels map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: labels, ResourceVersion: "1"}}
+}
+
+// checks mirrors the production stage layout with switchable verdicts.
+func checks(driverOK, toolkitOK *bool) []StageCheck {
+	return []StageCheck{
+		{Stage: "entry", Opens: []string{config.LabelDeployDriver}},
+		{Stage: config.StageDriver, Opens: []string{config.LabelDeployToolkit}, Check: func(context.Context) Result {
+			return Result{Ready: *driverOK, Reason: "driver", Labels: map[string]string{config.LabelDriverVersion: "580.95.05"}}
+		}},
+		{Stage: config.StageToolkit, Opens: []string{config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployExporter}, Check: func(context.Context) Result {
+			return Result{Ready: *toolkitOK, Reason: "toolkit"}
+		}},
+	}
+}
+
+// patchedLabels lists, per node patch, the label keys it changed and how ("+k" or "-k").
+func patchedLabels(t *testing.T, cs *fake.Clientset) []string {
+	t.Helper()
+	var out []string
+	for _, a := range cs.Actions() {
+		p, ok := a.(k8stesting.PatchAction)
+		if !ok || a.GetResource().Resource != "nodes" {
+			continue
+		}
+		var body struct {
+			Metadata struct {
+				Labels map[string]*string `json:"labels"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			t.Fatal(err)
+		}
+		keys := make([]string, 0, len(body.Metadata.Labels))
+		for k, v := range body.Metadata.Labels {
+			sign := "+"
+			if v == nil {
+				sign = "-"
+			}
+			keys = append(keys, sign+k)
+		}
+		slices.Sort(keys)
+		out = append(out, strings.Join(keys, ","))
+	}
+	return out
+}
+
+// getNode reads through the tracker, bypassing reactors that simulate API failures.
+func getNode(t *testing.T, cs *fake.Clientset) *corev1.Node {
+	t.Helper()
+	obj, err := cs.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj.(*corev1.Node)
+}
+
+func TestOpensInOrderAndClosesInReverse(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(newNode(map[string]string{"pool": "a"}))
+	driverOK, toolkitOK := true, true
+	r := &Reconciler{Client: cs, Node: node, Checks: checks(&driverOK, &toolkitOK)}
+	if _, err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"+" + config.LabelDriverVersion,
+		"+" + config.LabelDeployDriver,
+		"+" + config.LabelDeployToolkit,
+		"+" + config.LabelToolkitReady,
+		"+" + config.LabelDeployDevicePlugin,
+		"+" + config.LabelDeployExporter,
+		"", // gate-status annotation
+	}
+	if got := patchedLabels(t, cs); !slices.Equal(got, want) {
+		t.Fatalf("open order\n got %q\nwant %q", got, want)
+	}
+	n := getNode(t, cs)
+	if n.Labels["pool"] != "a" || n.Labels[config.LabelDeployExporter] != "true" {
+		t.Fatalf("labels after open: %v", n.Labels)
+	}
+
+	cs.ClearActions()
+	driverOK = false
+	st, err := r.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[config.StageDriver].Ready || !st["entry"].Ready {
+		t.Fatalf("status %v", st)
+	}
+	want = []string{
+		"-" + config.LabelDeployExporter,
+		"-" + config.LabelDeployDevicePlugin,
+		"-" + config.LabelToolkitReady,
+		"-" + config.LabelDeployToolkit,
+		"",
+	}
+	if got := patchedLabels(t, cs); !slices.Equal(got, want) {
+		t.Fatalf("close order\n got %q\nwant %q", got, want)
+	}
+	n = getNode(t, cs)
+	if n.Labels[config.LabelDeployDriver] != "true" || n.Labels["pool"] != "a" {
+		t.Fatalf("upstream/foreign labels lost: %v", n.Labels)
+	}
+	var ann Status
+	if err := json.Unmarshal([]byte(n.Annotations[config.AnnotationGateStatus]), &ann); err != nil || ann[config.StageDriver].Ready {
+		t.Fatalf("gate-status annotation %q (%v)", n.Annotations[config.AnnotationGateStatus], err)
+	}
+
+	// Nothing changed: no patch at all.
+	cs.ClearActions()
+	if _, err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := patchedLabels(t, cs); len(got) != 0 {
+		t.Fatalf("idempotent reconcile patched %q", got)
+	}
+}
+
+func TestNeverOverwritesOptOut(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(newNode(map[string]string{
+		config.LabelDeployDevicePlugin: "false", config.LabelDeployDriver: "false",
+	}))
+	ok, bad := true, false
+	r := &Reconciler{Client: cs, Node: node, Checks: checks(&ok, &ok)}
+	if _, err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := getNode(t, cs)
+	if n.Labels[config.LabelDeployDevicePlugin] != "false" || n.Labels[config.LabelDeployDriver] != "false" {
+		t.Fatalf("opt-out overwritten: %v", n.Labels)
+	}
+	if n.Labels[config.LabelDeployExporter] != "true" || n.Labels[config.LabelDeployToolkit] != "true" {
+		t.Fatalf("other gates not opened: %v", n.Labels)
+	}
+	r.Checks = checks(&bad, &bad)
+	if _, err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n = getNode(t, cs)
+	if n.Labels[config.LabelDeployDevicePlugin] != "false" {
+		t.Fatalf("opt-out removed on close: %v", n.Labels)
+	}
+	if _, has := n.Labels[config.LabelDeployExporter]; has {
+		t.Fatalf("exporter gate not closed: %v", n.Labels)
+	}
+}
+
+func TestEventsOnlyOnTransitions(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(newNode(nil))
+	driverOK, toolkitOK := true, false
+	r := &Reconciler{Client: cs, Node: node, Checks: checks(&driverOK, &toolkitOK)}
+	for range 3 {
+		if _, err := r.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, _ := cs.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if len(evs.Items) != 3 { // one per stage on first sight
+		t.Fatalf("want 3 events, got %d", len(evs.Items))
+	}
+	toolkitOK = true
+	if _, err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ = cs.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if len(evs.Items) != 4 {
+		t.Fatalf("want 4 events after toolkit became ready, got %d", len(evs.Items))
+	}
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind != "Node" || e.InvolvedObject.Name != node {
+			t.Fatalf("event on %v", e.InvolvedObject)
+		}
+	}
+}
+
+func TestRejectsForeignKeys(t *testing.T) {
+	cs := fake.NewClientset(newNode(nil))
+	r := &Reconciler{Client: cs, Node: node, Checks: []StageCheck{{Stage: "x", Opens: []string{"example.com/x"}}}}
+	if _, err := r.Reconcile(context.Background()); err == nil || !strings.Contains(err.Error(), "outside nvidia.com/") {
+		t.Fatalf("want prefix error, got %v", err)
+	}
+	r.Checks = []StageCheck{{Stage: "x", Check: func(context.Context) Result {
+		return Result{Ready: true, Labels: map[string]string{"kubernetes.io/hostname": "evil"}}
+	}}}
+	if _, err := r.Reconcile(context.Background()); err == nil || !strings.Contains(err.Error(), "only manages keys under") {
+		t.Fatalf("want refusal, got %v", err)
+	}
+	if n := getNode(t, cs); n.Labels["kubernetes.io/hostname"] != "" {
+		t.Fatal("foreign label written")
+	}
+}
+
+func TestConflictReplans(t *testing.T) {
+	cs := fake.NewClientset(newNode(nil))
+	var conflicts atomic.Int32
+	cs.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts.Add(1) == 1 {
+			// A person opts the node out of the driver stage between our read and our patch.
+			// (the tracker, not the clientset: the fake holds its lock while reacting)
+			gvr := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+			obj, err := cs.Tracker().Get(gvr, "", node)
+			if err != nil {
+				t.Error(err)
+			}
+			n := obj.(*corev1.Node)
+			n.Labels = map[string]string{config.LabelDeployDriver: "false"}
+			if err := cs.Tracker().Update(gvr, n, ""); err != nil {
+				t.Error(err)
+			}
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, node, errors.New("rv changed"))
+		}
+		return false, nil, nil
+	})
+	ok := true
+	r := &Reconciler{Client: cs, Node: node, Checks: checks(&ok, &ok)}
+	if _, err := r.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := getNode(t, cs); n.Labels[config.LabelDeployDriver] != "false" || n.Labels[config.LabelDeployToolkit] != "true" {
+		t.Fatalf("after conflict: %v", n.Labels)
+	}
+}
+
+func TestRunSurvivesAPIOutage(t *testing.T) {
+	cs := fake.NewClientset(newNode(nil))
+	var calls atomic.Int32
+	cs.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if calls.Add(1) <= 2 {
+			return true, nil, apierrors.NewServiceUnavailable("apiserver restarting")
+		}
+		return false, nil, nil
+	})
+	ok := true
+	r := &Reconciler{Client: cs, Node: node, Checks: checks(&ok, &ok)}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, 2*time.Second) }()
+	for ctx.Err() == nil {
+		if n := getNode(t, cs); n.Labels[config.LabelDeployExporter] == "true" {
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Run returned %v", err)
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("gates never opened after the API came back")
+}

@@ -1,0 +1,141 @@
+// Package toolkit installs the reviewed containerd drop-in on a node: merged with the node's
+// own CRI plugin sections where containerd < 2.1 would otherwise replace them, imported from
+// the main config, written atomically and idempotently, containerd restarted only when the
+// bytes changed, and the loaded handler verified before the status file tells the gate.
+package toolkit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
+)
+
+// Version is a containerd major.minor.
+type Version struct{ Major, Minor int }
+
+var versionRE = regexp.MustCompile(`^v?(\d+)\.(\d+)(?:\.\d+)?`)
+
+// ParseVersion accepts "X.Y" (and "X.Y.Z", "vX.Y.Z").
+func ParseVersion(s string) (Version, error) {
+	m := versionRE.FindStringSubmatch(s)
+	if m == nil {
+		return Version{}, fmt.Errorf("containerd version %q is not X.Y (set spec.containerRuntime.version / --containerd-version, e.g. 1.7 or 2.1)", s)
+	}
+	maj, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	return Version{maj, minor}, nil
+}
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
+
+// Less reports v < o.
+func (v Version) Less(o Version) bool {
+	return v.Major < o.Major || (v.Major == o.Major && v.Minor < o.Minor)
+}
+
+// ConfigVersion is the config file schema containerd v reads: 2 before 2.0, 3 from 2.0.
+func (v Version) ConfigVersion() int {
+	if v.Major >= 2 {
+		return 3
+	}
+	return 2
+}
+
+// ReplacesPluginTables is true for containerd < 2.1: an imported file's plugin table replaces
+// the main config's table of the same plugin as a whole instead of merging into it.
+func (v Version) ReplacesPluginTables() bool { return v.Less(Version{2, 1}) }
+
+// binaryCandidates are where distributions and the upstream tarball put containerd.
+var binaryCandidates = []string{"/usr/bin/containerd", "/usr/local/bin/containerd", "/bin/containerd", "/opt/bin/containerd"}
+
+// NoBinary as --containerd-bin forbids running the node's containerd binary.
+const NoBinary = "none"
+
+// Host runs host programs: inside a chroot at the host root when that is not "/", so the
+// node's own binaries see the node's own paths.
+type Host struct {
+	Root string
+}
+
+// findBinary returns the host path of containerd, or "" when it is not installed.
+func (h Host) findBinary(flag string) (string, error) {
+	switch flag {
+	case NoBinary:
+		return "", nil
+	case "":
+		for _, c := range binaryCandidates {
+			if st, err := os.Stat(hostfs.Join(h.Root, c)); err == nil && st.Mode().IsRegular() {
+				return c, nil
+			}
+		}
+		return "", nil
+	default:
+		if _, err := os.Stat(hostfs.Join(h.Root, flag)); err != nil {
+			return "", fmt.Errorf("--containerd-bin %s: %w", flag, err)
+		}
+		return flag, nil
+	}
+}
+
+// Command runs a host program (absolute host path) and returns its stdout.
+func (h Host) Command(ctx context.Context, path string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	if h.Root != "" && h.Root != "/" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: h.Root}
+		cmd.Dir = "/"
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s %v: %w: %s", path, args, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// dump runs `containerd --config <hostPath> config dump`: containerd's own view of a config
+// with its imports resolved, old schemas migrated and defaults filled in.
+func (h Host) dump(ctx context.Context, bin, configHostPath string) ([]byte, error) {
+	out, err := h.Command(ctx, bin, "--config", configHostPath, "config", "dump")
+	if err != nil {
+		return nil, fmt.Errorf("containerd config dump: %w", err)
+	}
+	return out, nil
+}
+
+// binaryVersion asks the binary for its version ("containerd github.com/... 1.6.20~ds1 ...").
+func (h Host) binaryVersion(ctx context.Context, bin string) (Version, error) {
+	out, err := h.Command(ctx, bin, "--version")
+	if err != nil {
+		return Version{}, err
+	}
+	for _, f := range bytes.Fields(out) {
+		if v, err := ParseVersion(string(f)); err == nil {
+			return v, nil
+		}
+	}
+	return Version{}, fmt.Errorf("cannot read a version from %q", bytes.TrimSpace(out))
+}
+
+// readOptional returns a file's bytes, or nil when it does not exist.
+func readOptional(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,109 @@
+package toolkit
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+var (
+	importsKeyRE = regexp.MustCompile(`(?m)^[ \t]*imports[ \t]*=[ \t]*\[`)
+	tableHeadRE  = regexp.MustCompile(`(?m)^[ \t]*\[`)
+	versionKeyRE = regexp.MustCompile(`(?m)^[ \t]*version[ \t]*=.*\n?`)
+)
+
+// importsCovers reports whether one of the config's import patterns matches dropInHostPath.
+func importsCovers(t table, configHostPath, dropInHostPath string) bool {
+	for _, p := range importPatterns(t, configHostPath) {
+		if ok, _ := filepath.Match(p, dropInHostPath); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// withImport returns the main config text with pattern appended to its top-level imports
+// (created when missing). It edits the text rather than re-encoding the TOML, so the node's
+// comments and layout survive; the result is parsed again to prove the edit.
+func withImport(src []byte, configHostPath, pattern string, configVersion int) ([]byte, error) {
+	entry := fmt.Sprintf("%q", pattern)
+	text := string(src)
+	if strings.TrimSpace(text) == "" {
+		text = fmt.Sprintf("version = %d\n", configVersion)
+	}
+	firstTable := len(text)
+	if loc := tableHeadRE.FindStringIndex(text); loc != nil {
+		firstTable = loc[0]
+	}
+	var out string
+	if loc := importsKeyRE.FindStringIndex(text); loc != nil && loc[0] < firstTable {
+		end, err := arrayEnd(text, loc[1])
+		if err != nil {
+			return nil, fmt.Errorf("%s: imports: %w", configHostPath, err)
+		}
+		body := strings.TrimSpace(stripComments(text[loc[1]:end]))
+		sep := ", "
+		if body == "" || strings.HasSuffix(body, ",") {
+			sep = " "
+		}
+		out = text[:end] + sep + entry + text[end:]
+	} else {
+		line := "imports = [" + entry + "]\n"
+		// Top-level keys must come before the first table; after `version` reads best.
+		at := 0
+		if loc := versionKeyRE.FindStringIndex(text); loc != nil && loc[0] < firstTable {
+			at = loc[1]
+			if !strings.HasSuffix(text[:at], "\n") {
+				line = "\n" + line
+			}
+		}
+		out = text[:at] + line + text[at:]
+	}
+	t, err := parseTOML(configHostPath+" (after adding the import)", []byte(out))
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(importPatterns(t, configHostPath), pattern) {
+		return nil, fmt.Errorf("%s: could not add %s to imports; add it by hand", configHostPath, entry)
+	}
+	return []byte(out), nil
+}
+
+// arrayEnd returns the index of the `]` closing the array whose body starts at i, skipping
+// strings (glob patterns may contain brackets) and comments.
+func arrayEnd(s string, i int) (int, error) {
+	for i < len(s) {
+		switch c := s[i]; c {
+		case ']':
+			return i, nil
+		case '#':
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+		case '"', '\'':
+			i++
+			for i < len(s) && s[i] != c {
+				if c == '"' && s[i] == '\\' {
+					i++
+				}
+				i++
+			}
+		}
+		i++
+	}
+	return 0, fmt.Errorf("unterminated array")
+}
+
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		if i := strings.Index(line, "#"); i >= 0 && !strings.ContainsAny(line[:i], `"'`) {
+			line = line[:i]
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

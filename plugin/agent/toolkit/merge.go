@@ -1,0 +1,235 @@
+package toolkit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
+)
+
+// table is a decoded TOML table.
+type table = map[string]any
+
+func parseTOML(name string, b []byte) (table, error) {
+	t := table{}
+	if err := toml.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("%s is not valid TOML: %w", name, err)
+	}
+	return t, nil
+}
+
+func subTable(t table, key string) table {
+	if s, ok := t[key].(table); ok {
+		return s
+	}
+	return nil
+}
+
+// configVersion is a config's `version` (1 when absent, as containerd reads it).
+func configVersion(t table) int {
+	if v, ok := t["version"].(int64); ok {
+		return int(v)
+	}
+	return 1
+}
+
+// importPatterns returns the config's imports as absolute host paths: containerd resolves a
+// relative import against the directory of the importing file.
+func importPatterns(t table, configHostPath string) []string {
+	raw, _ := t["imports"].([]any)
+	out := make([]string, 0, len(raw))
+	for _, r := range raw {
+		p, ok := r.(string)
+		if !ok {
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(configHostPath), p)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// expandImports globs each pattern on the host, in containerd's order (patterns in order,
+// matches sorted), leaving out exclude (our own drop-in) and the config itself.
+func expandImports(root string, patterns []string, exclude, self string) ([]string, error) {
+	var out []string
+	for _, p := range patterns {
+		matches, err := filepath.Glob(hostfs.Join(root, p))
+		if err != nil {
+			return nil, fmt.Errorf("import pattern %q: %w", p, err)
+		}
+		sort.Strings(matches)
+		for _, m := range matches {
+			hp, err := filepath.Rel(hostfs.Join(root, "/"), m)
+			if err != nil {
+				return nil, err
+			}
+			hp = "/" + hp
+			if hp != exclude && hp != self {
+				out = append(out, hp)
+			}
+		}
+	}
+	return out, nil
+}
+
+// nodeBase is the node's own configuration without our drop-in: the plugin tables the
+// merge starts from.
+type nodeBase struct {
+	Plugins table
+	Source  string // "containerd config dump" or "config files"
+}
+
+// baseFromFiles emulates containerd < 2.1 import semantics on the files: the main config's
+// plugin tables, each replaced as a whole by a later import that names the same plugin.
+func baseFromFiles(root, configHostPath, exclude string) (nodeBase, error) {
+	b, err := readOptional(hostfs.Join(root, configHostPath))
+	if err != nil || b == nil {
+		return nodeBase{Plugins: table{}, Source: "config files (no main config)"}, err
+	}
+	main, err := parseTOML(configHostPath, b)
+	if err != nil {
+		return nodeBase{}, err
+	}
+	if v := configVersion(main); v < 2 {
+		return nodeBase{}, fmt.Errorf("%s has config version %d: only `containerd config dump` can migrate it; make the containerd binary reachable (--containerd-bin) or migrate the file to version 2", configHostPath, v)
+	}
+	plugins := subTable(main, "plugins")
+	if plugins == nil {
+		plugins = table{}
+	}
+	files, err := expandImports(root, importPatterns(main, configHostPath), exclude, configHostPath)
+	if err != nil {
+		return nodeBase{}, err
+	}
+	for _, f := range files {
+		ib, err := os.ReadFile(hostfs.Join(root, f))
+		if err != nil {
+			return nodeBase{}, fmt.Errorf("read import %s: %w", f, err)
+		}
+		it, err := parseTOML(f, ib)
+		if err != nil {
+			return nodeBase{}, err
+		}
+		for name, pt := range subTable(it, "plugins") {
+			plugins[name] = pt
+		}
+	}
+	return nodeBase{Plugins: plugins, Source: "config files"}, nil
+}
+
+// scratchConfig is where the base config for `config dump` is written (a host path, so
+// the chrooted containerd can read it).
+const scratchConfig = "/var/lib/gpupolicy/containerd-base.toml"
+
+// baseFromDump asks the node's containerd for its full configuration minus our drop-in: a
+// scratch copy of the main config whose imports list every imported file except ours.
+func baseFromDump(ctx context.Context, h Host, bin, configHostPath, exclude string) (nodeBase, error) {
+	b, err := readOptional(hostfs.Join(h.Root, configHostPath))
+	if err != nil {
+		return nodeBase{}, err
+	}
+	main := table{}
+	if b != nil {
+		if main, err = parseTOML(configHostPath, b); err != nil {
+			return nodeBase{}, err
+		}
+	}
+	files, err := expandImports(h.Root, importPatterns(main, configHostPath), exclude, configHostPath)
+	if err != nil {
+		return nodeBase{}, err
+	}
+	imports := make([]any, len(files))
+	for i, f := range files {
+		imports[i] = f
+	}
+	main["imports"] = imports
+	scratch, err := toml.Marshal(main)
+	if err != nil {
+		return nodeBase{}, err
+	}
+	path := hostfs.Join(h.Root, scratchConfig)
+	if _, err := (hostfs.Writer{}).WriteFile(path, scratch, 0o600); err != nil {
+		return nodeBase{}, err
+	}
+	defer os.Remove(path)
+	out, err := h.dump(ctx, bin, scratchConfig)
+	if err != nil {
+		return nodeBase{}, err
+	}
+	dumped, err := parseTOML("containerd config dump", out)
+	if err != nil {
+		return nodeBase{}, err
+	}
+	return nodeBase{Plugins: subTable(dumped, "plugins"), Source: "containerd config dump"}, nil
+}
+
+// deepMerge merges src into dst (src wins; tables merge key by key) and returns dst.
+func deepMerge(dst, src table) table {
+	if dst == nil {
+		dst = table{}
+	}
+	for k, v := range src {
+		if st, ok := v.(table); ok {
+			if dt, ok := dst[k].(table); ok {
+				dst[k] = deepMerge(dt, st)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+	return dst
+}
+
+// mergeDropIn returns the drop-in containerd < 2.1 needs: every plugin table the rendered
+// drop-in touches is the node's whole table with the rendered keys merged on top, so the
+// import's table replacement keeps the node's own settings.
+func mergeDropIn(rendered table, base nodeBase) table {
+	out := table{}
+	for k, v := range rendered {
+		out[k] = v
+	}
+	merged := table{}
+	for name, pt := range subTable(rendered, "plugins") {
+		rt, _ := pt.(table)
+		bt, _ := base.Plugins[name].(table)
+		merged[name] = deepMerge(deepMerge(table{}, bt), rt)
+	}
+	out["plugins"] = merged
+	return out
+}
+
+// encode renders a table with a header comment; go-toml sorts keys, so equal input gives
+// equal bytes (idempotence depends on it).
+func encode(header string, t table) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(header)
+	enc := toml.NewEncoder(&buf)
+	enc.SetIndentTables(true)
+	if err := enc.Encode(t); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// runtimesIn lists the runtime handler names a config defines under any plugin's
+// containerd.runtimes table (v2: io.containerd.grpc.v1.cri, v3: io.containerd.cri.v1.runtime).
+func runtimesIn(t table) []string {
+	var out []string
+	for _, pt := range subTable(t, "plugins") {
+		p, _ := pt.(table)
+		for name := range subTable(subTable(p, "containerd"), "runtimes") {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,66 @@
+package toolkit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// Status is the toolkit stage's verdict on the node (config.ToolkitStatusFile). It is written
+// only after containerd was verified to have loaded the handlers, so the unprivileged gate
+// can trust it without the containerd socket.
+type Status struct {
+	// Handlers are the runtime handlers of the drop-in that containerd has loaded.
+	Handlers []string `json:"handlers"`
+	// DropInSHA256 is the sha256 (hex) of the rendered drop-in (config.AgentToolkit.DropInSHA256).
+	DropInSHA256 string `json:"dropInSHA256"`
+	// InstalledSHA256 is the sha256 of the file in dropInDir (differs when merged).
+	InstalledSHA256   string    `json:"installedSHA256"`
+	ContainerdVersion string    `json:"containerdVersion"`
+	VerifiedBy        string    `json:"verifiedBy"`
+	Time              time.Time `json:"time"`
+}
+
+// sameVerdict compares everything but the time, so an unchanged node is not rewritten.
+func (s Status) sameVerdict(o Status) bool {
+	s.Time, o.Time = time.Time{}, time.Time{}
+	a, _ := json.Marshal(s)
+	b, _ := json.Marshal(o)
+	return string(a) == string(b)
+}
+
+// WriteStatus atomically writes st to hostRoot + config.ToolkitStatusFile.
+func WriteStatus(hostRoot string, st Status) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = hostfs.Writer{}.WriteFile(hostfs.Join(hostRoot, config.ToolkitStatusFile), append(b, '\n'), 0o644)
+	return err
+}
+
+// ErrNoStatus means the toolkit stage has not completed on this node.
+var ErrNoStatus = errors.New("no toolkit status file: `gpu-node-agent toolkit install` has not verified containerd on this node yet")
+
+// ReadStatus reads hostRoot + config.ToolkitStatusFile.
+func ReadStatus(hostRoot string) (Status, error) {
+	path := hostfs.Join(hostRoot, config.ToolkitStatusFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Status{}, ErrNoStatus
+	}
+	if err != nil {
+		return Status{}, err
+	}
+	var st Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		return Status{}, fmt.Errorf("%s is not valid JSON: %w (remove it; the toolkit stage rewrites it)", path, err)
+	}
+	return st, nil
+}
