@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
@@ -49,33 +50,26 @@ func TestGates(t *testing.T) {
 		render.StageDriver: config.LabelDeployDriver, render.StageToolkit: config.LabelDeployToolkit,
 		render.StageDevicePlugin: config.LabelDeployDevicePlugin,
 	}
-	for _, name := range cases(t) {
-		p, objs := load(t, name)
-		for _, o := range objs {
-			ds, ok := o.Obj.(*appsv1.DaemonSet)
-			if !ok {
-				continue
-			}
-			want := gate[o.Stage]
-			switch ds.Name {
-			case render.NameFeatureDiscovery:
-				want = config.LabelDeployFeatureDiscovery
-			case render.NameExporter:
-				want = config.LabelDeployExporter
-			}
-			terms := ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-			for _, term := range terms {
-				for k, v := range p.Spec.NodeSelector {
-					if !hasIn(term, k, v) {
-						t.Errorf("%s %s: a term lacks the entry selector %s=%s", name, o, k, v)
-					}
+	eachDaemonSet(t, func(name string, p *v1alpha1.GPUPolicy, o render.Object, ds *appsv1.DaemonSet) {
+		want := gate[o.Stage]
+		switch ds.Name {
+		case render.NameFeatureDiscovery:
+			want = config.LabelDeployFeatureDiscovery
+		case render.NameExporter:
+			want = config.LabelDeployExporter
+		}
+		terms := ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		for _, term := range terms {
+			for k, v := range p.Spec.NodeSelector {
+				if !hasIn(term, k, v) {
+					t.Errorf("%s %s: a term lacks the entry selector %s=%s", name, o, k, v)
 				}
-				if want != "" && !hasIn(term, want, "true") {
-					t.Errorf("%s %s: a term lacks the gate %s In [true]", name, o, want)
-				}
+			}
+			if want != "" && !hasIn(term, want, "true") {
+				t.Errorf("%s %s: a term lacks the gate %s In [true]", name, o, want)
 			}
 		}
-	}
+	})
 }
 
 func hasIn(term corev1.NodeSelectorTerm, key, value string) bool {
@@ -98,5 +92,17 @@ func TestLongNames(t *testing.T) {
 	p.Spec.NodePools[0].Name = strings.Repeat("a", 45)
 	if _, err := render.Render(p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// eachDaemonSet calls fn for every DaemonSet of every golden case.
+func eachDaemonSet(t *testing.T, fn func(name string, p *v1alpha1.GPUPolicy, o render.Object, ds *appsv1.DaemonSet)) {
+	for _, name := range cases(t) {
+		p, objs := load(t, name)
+		for _, o := range objs {
+			if ds, ok := o.Obj.(*appsv1.DaemonSet); ok {
+				fn(name, p, o, ds)
+			}
+		}
 	}
 }

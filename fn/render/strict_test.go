@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
@@ -131,44 +132,37 @@ func dig(t *testing.T, m map[string]any, keys ...string) map[string]any {
 // use hostPID; every DaemonSet tolerates, carries the priority class and gates on its stage.
 func TestLeastPrivilege(t *testing.T) {
 	mayPrivilege := map[string]bool{"nvidia-driver": true, "install": true, "toolkit-copy": true}
-	for _, name := range cases(t) {
-		p, objs := load(t, name)
-		for _, o := range objs {
-			ds, ok := o.Obj.(*appsv1.DaemonSet)
-			if !ok {
-				continue
-			}
-			spec := ds.Spec.Template.Spec
-			if len(spec.Tolerations) == 0 || spec.PriorityClassName != p.Spec.PriorityClassName {
-				t.Errorf("%s %s: tolerations %v, priority class %q", name, o, spec.Tolerations, spec.PriorityClassName)
-			}
-			if len(spec.ImagePullSecrets) != len(p.Spec.ImagePullSecrets) {
-				t.Errorf("%s %s: pull secrets %v", name, o, spec.ImagePullSecrets)
-			}
-			privileged := false
-			for _, c := range append(spec.InitContainers, spec.Containers...) {
-				if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
-					privileged = true
-					if !mayPrivilege[c.Name] {
-						t.Errorf("%s %s: container %s is privileged", name, o, c.Name)
-					}
-				}
-				if c.Resources.Requests.Memory().IsZero() {
-					t.Errorf("%s %s: container %s has no memory request", name, o, c.Name)
+	eachDaemonSet(t, func(name string, p *v1alpha1.GPUPolicy, o render.Object, ds *appsv1.DaemonSet) {
+		spec := ds.Spec.Template.Spec
+		if len(spec.Tolerations) == 0 || spec.PriorityClassName != p.Spec.PriorityClassName {
+			t.Errorf("%s %s: tolerations %v, priority class %q", name, o, spec.Tolerations, spec.PriorityClassName)
+		}
+		if len(spec.ImagePullSecrets) != len(p.Spec.ImagePullSecrets) {
+			t.Errorf("%s %s: pull secrets %v", name, o, spec.ImagePullSecrets)
+		}
+		privileged := false
+		for _, c := range append(spec.InitContainers, spec.Containers...) {
+			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+				privileged = true
+				if !mayPrivilege[c.Name] {
+					t.Errorf("%s %s: container %s is privileged", name, o, c.Name)
 				}
 			}
-			if spec.HostPID && !privileged {
-				t.Errorf("%s %s: hostPID without needing it", name, o)
-			}
-			switch {
-			case strings.HasPrefix(ds.Name, render.NameDevicePlugin), ds.Name == render.NameExporter, ds.Name == render.NameFeatureDiscovery:
-				if privileged || spec.RuntimeClassName == nil || *spec.RuntimeClassName != p.Spec.Toolkit.RuntimeClassName {
-					t.Errorf("%s %s: must run unprivileged under runtime class %s", name, o, p.Spec.Toolkit.RuntimeClassName)
-				}
-			}
-			if ds.Name == render.NameDriver && ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
-				t.Errorf("%s: the driver DaemonSet must update OnDelete", name)
+			if c.Resources.Requests.Memory().IsZero() {
+				t.Errorf("%s %s: container %s has no memory request", name, o, c.Name)
 			}
 		}
-	}
+		if spec.HostPID && !privileged {
+			t.Errorf("%s %s: hostPID without needing it", name, o)
+		}
+		switch {
+		case strings.HasPrefix(ds.Name, render.NameDevicePlugin), ds.Name == render.NameExporter, ds.Name == render.NameFeatureDiscovery:
+			if privileged || spec.RuntimeClassName == nil || *spec.RuntimeClassName != p.Spec.Toolkit.RuntimeClassName {
+				t.Errorf("%s %s: must run unprivileged under runtime class %s", name, o, p.Spec.Toolkit.RuntimeClassName)
+			}
+		}
+		if ds.Name == render.NameDriver && ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
+			t.Errorf("%s: the driver DaemonSet must update OnDelete", name)
+		}
+	})
 }
