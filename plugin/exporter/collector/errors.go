@@ -11,10 +11,11 @@ import (
 
 // gpuGone reports whether ret means the GPU itself stopped answering (fell off the bus, needs a
 // reset), as opposed to one query failing; such a GPU is reported up=0 and the rest of its
-// queries are skipped until the next cycle.
+// queries are skipped until the next cycle. ERROR_UNKNOWN is not among them: single queries
+// return it on healthy GPUs too, and it is still visible as the GPU's last error.
 func gpuGone(ret nvml.Return) bool {
 	switch ret {
-	case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED, nvml.ERROR_UNKNOWN, nvml.ERROR_GPU_NOT_FOUND:
+	case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED, nvml.ERROR_GPU_NOT_FOUND:
 		return true
 	}
 	return false
