@@ -17,10 +17,19 @@ import (
 
 const usage = `gpu-device-plugin advertises this node's NVIDIA GPUs to the kubelet (deviceplugin/v1beta1).
 
-It serves one socket per resource in --plugin-dir, registers whenever the kubelet's
-kubelet.sock appears there (also after kubelet restarts), marks devices Unhealthy on critical
-XIDs, ECC errors or a GPU that stops answering, and brings them back once NVML reports them
-sane for healthChecks.recoveryPeriod.
+It serves one socket per resource in --plugin-dir (gpupolicy-<resource>.sock) and registers
+whenever the kubelet's kubelet.sock appears there: at start, later, and after every kubelet
+restart (retrying with backoff; it never exits because the kubelet went away).
+
+Resources (config): resourceName (nvidia.com/gpu) with device ids = GPU UUIDs; migStrategy
+none (whole GPUs), single (every GPU's MIG devices, one profile), mixed (whole GPUs plus
+<domain>/mig-<profile>); sharing.timeSlicing.replicas N advertises ids <uuid>::0..N-1;
+deviceListStrategy cdi-cri (CDI device nvidia.com/gpu=<uuid>) or envvar (NVIDIA_VISIBLE_DEVICES).
+
+Health: a device turns Unhealthy at once on a critical XID not in healthChecks.ignoredXIDs, a
+double-bit ECC event, a rise of its uncorrected ECC count, or an NVML query it cannot answer.
+It turns Healthy again when healthChecks.recoveryPeriod (default 2m) has passed since its last
+bad signal and the latest probe succeeded.
 
 Usage:
   gpu-device-plugin [flags]
