@@ -104,9 +104,6 @@ func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
 			sev = SeverityWarning // the agent opens the gates anyway
 		}
 		msg := fmt.Sprintf("driver %s does not match the policy's %s (enforce %s)", orUnknown(r.Driver.Version), orUnknown(r.Driver.Expected), orUnknown(r.Driver.Enforce))
-		if r.Driver.Detail != "" {
-			msg += "; agent: " + r.Driver.Detail
-		}
 		add(sev, "driver-drift", msg, fmt.Sprintf("install driver %s on %s (drain it first), or, if %s is intended, set spec.driver.version and re-render",
 			orUnknown(r.Driver.Expected), n.Name, orUnknown(r.Driver.Version)))
 	}

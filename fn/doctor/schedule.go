@@ -98,7 +98,7 @@ func (s *snapshot) free(n *corev1.Node, res string) int64 {
 // noGPUFinding explains the resource gate per GPU node and points the fix at the node whose
 // broken stage keeps its GPUs from being advertised, which is usually the real cause.
 func (s *snapshot) noGPUFinding(res string, need int64) Finding {
-	var parts []string
+	var reports []*NodeReport
 	var blocked *NodeReport
 	var largest int64
 	for i := range s.nodes {
@@ -106,26 +106,36 @@ func (s *snapshot) noGPUFinding(res string, need int64) Finding {
 		if !ok || r.GPUs.Resource != res {
 			continue // not a GPU node, or its pool serves another resource
 		}
+		reports = append(reports, r)
 		largest = max(largest, r.GPUs.Allocatable)
-		if r.GPUs.Allocatable == 0 {
-			why := "advertises none"
-			if f, ok := firstError(r.Findings); ok {
-				why += " (" + f.Check + ": " + f.Message + ")"
-				if blocked == nil {
-					blocked = r
-				}
-			}
-			parts = append(parts, r.Name+" "+why)
-			continue
+		if _, broken := firstError(r.Findings); broken && r.GPUs.Allocatable == 0 && blocked == nil {
+			blocked = r
 		}
-		parts = append(parts, fmt.Sprintf("%s %d of %d free", r.Name, r.GPUs.Allocatable-r.GPUs.InUse, r.GPUs.Allocatable))
 	}
 	f := Finding{Severity: SeverityError, Check: PodGateGPUResource,
 		Message: fmt.Sprintf("no node has %d free %s", need, res)}
-	if len(parts) == 0 {
+	if len(reports) == 0 {
 		f.Message += ": the cluster has no GPU node (none matches " + selectorString(s.exp.EntrySelector) + ")"
 		f.Fix = "label the GPU nodes with the policy's entry selector: kubectl label node NODE " + selectorString(s.exp.EntrySelector)
 		return f
+	}
+	// The node the fix points at gets its whole finding; the others only its name, so the
+	// line stays readable on a large fleet (their details are in the NODES section).
+	parts := make([]string, 0, len(reports))
+	for _, r := range reports {
+		if r.GPUs.Allocatable > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d of %d free", r.Name, r.GPUs.Allocatable-r.GPUs.InUse, r.GPUs.Allocatable))
+			continue
+		}
+		why := r.Name + " advertises none"
+		if e, ok := firstError(r.Findings); ok {
+			detail := e.Check
+			if r == blocked {
+				detail += ": " + e.Message
+			}
+			why += " [" + detail + "]"
+		}
+		parts = append(parts, why)
 	}
 	f.Message += ": " + strings.Join(parts, "; ")
 	switch {
