@@ -177,3 +177,19 @@ func TestKustomizeInput(t *testing.T) {
 		t.Fatalf("%d DaemonSets", daemonSets)
 	}
 }
+
+// BenchmarkKRM is one function call as kustomize makes it, in process (parse, validate,
+// render, serialize).
+func BenchmarkKRM(b *testing.B) {
+	in, err := os.ReadFile("testdata/kustomize-input.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var out, errb bytes.Buffer
+		if code := krm.Run(bytes.NewReader(in), &out, &errb, opts); code != 0 {
+			b.Fatal(errb.String())
+		}
+	}
+}
