@@ -143,7 +143,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger, ready chan<- strin
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { col.Run(ctx) })
-	wg.Go(func() { gath.Run(ctx, 200*time.Millisecond) })
+	wg.Go(func() { gath.Run(ctx, 200*time.Millisecond, log) })
 	if pods != nil {
 		wg.Go(func() { pods.Run(ctx) })
 	}

@@ -5,10 +5,12 @@ import (
 	"cmp"
 	"compress/gzip"
 	"context"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,9 +30,15 @@ type Gatherer struct {
 	src      Sources
 	podStats func() podresources.Stats
 	self     *prometheus.Registry // process, Go runtime, pod-resources stats
-	builder  *gpuCollector
+	builder  *gpuCollector        // used under renderMu
 
-	mu  sync.Mutex
+	renderMu   sync.Mutex
+	pub        atomic.Pointer[published]
+	background atomic.Bool // Run is rendering; scrapes never do
+}
+
+// published is the exposition for one set of inputs.
+type published struct {
 	key cacheKey
 	exp *exposition
 }
@@ -77,13 +85,22 @@ func (g *Gatherer) currentKey() (cacheKey, inputs) {
 	return k, in
 }
 
-// current returns the exposition for the current inputs, rendering it if they changed.
+// current returns the exposition for the scrape. With Run active it is the last one rendered
+// (at most one Run period behind its inputs), so a scrape never renders; without Run (tests) a
+// scrape after a change renders it.
 func (g *Gatherer) current() (*exposition, error) {
 	key, in := g.currentKey()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.exp != nil && key == g.key {
-		return g.exp, nil
+	if p := g.pub.Load(); p != nil && (p.key == key || g.background.Load()) {
+		return p.exp, nil
+	}
+	return g.render(key, in)
+}
+
+func (g *Gatherer) render(key cacheKey, in inputs) (*exposition, error) {
+	g.renderMu.Lock()
+	defer g.renderMu.Unlock()
+	if p := g.pub.Load(); p != nil && p.key == key {
+		return p.exp, nil
 	}
 	fams, err := g.gather(in)
 	if err != nil {
@@ -93,15 +110,15 @@ func (g *Gatherer) current() (*exposition, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.key, g.exp = key, exp
+	g.pub.Store(&published{key: key, exp: exp})
 	return exp, nil
 }
 
 // Gather implements prometheus.Gatherer (fresh, uncached), for tests and embedding.
 func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
 	_, in := g.currentKey()
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.renderMu.Lock()
+	defer g.renderMu.Unlock()
 	return g.gather(in)
 }
 
@@ -149,7 +166,9 @@ func render(fams []*dto.MetricFamily) (*exposition, error) {
 
 // Run renders soon after a new snapshot or pod mapping is published, so that scrapes find the
 // bytes ready. Without Run the first scrape after a change renders them.
-func (g *Gatherer) Run(ctx context.Context, every time.Duration) {
+func (g *Gatherer) Run(ctx context.Context, every time.Duration, log *slog.Logger) {
+	g.background.Store(true)
+	defer g.background.Store(false)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -157,7 +176,11 @@ func (g *Gatherer) Run(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_, _ = g.current()
+			if key, in := g.currentKey(); g.pub.Load() == nil || g.pub.Load().key != key {
+				if _, err := g.render(key, in); err != nil {
+					log.Error("rendering metrics failed; scrapes serve the previous exposition", "stage", "metrics", "error", err)
+				}
+			}
 		}
 	}
 }

@@ -1,12 +1,16 @@
 package metrics_test
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpupolicy/gpupolicy/plugin/exporter/metrics"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/podresources/podresourcestest"
 	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
 )
@@ -215,4 +219,30 @@ func busID(b [32]int8) string {
 		s = append(s, byte(c))
 	}
 	return string(s)
+}
+
+func TestBackgroundRenderingFollowsSnapshots(t *testing.T) {
+	r := newRig(t, "dgxa100", "")
+	g := metrics.NewGatherer(metrics.Sources{Snapshot: r.col.Snapshot}, nil)
+	r.handler = g.Handler()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { g.Run(ctx, 10*time.Millisecond, discardLogger()) })
+	defer func() { cancel(); wg.Wait() }()
+	r.refresh()
+	if err := r.mock.SetLost(5, true); err != nil {
+		t.Fatal(err)
+	}
+	r.refresh()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s := series(r.scrape(t), "gpupolicy_gpu_up", map[string]string{"gpu": "5"})
+		if len(s) == 1 && value(s[0]) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("background rendering never showed the lost GPU: %v", s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
