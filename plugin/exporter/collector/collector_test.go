@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -154,5 +155,31 @@ func TestIntervalMustBePositive(t *testing.T) {
 	m, _ := gpunvml.NewMock("dgxa100")
 	if _, err := collector.New(m, collector.Config{}); err == nil {
 		t.Fatal("zero interval accepted")
+	}
+}
+
+// BenchmarkCollect: one NVML collection of 8 GPUs x 7 MIG devices on the mock (the work done
+// every --interval, off the scrape path).
+func BenchmarkCollect(b *testing.B) {
+	m, err := gpunvml.NewMock("dgxa100")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.Init()
+	for g := range 8 {
+		if err := m.ConfigureMIG(g, slices.Repeat([]int{nvml.GPU_INSTANCE_PROFILE_1_SLICE}, 7)...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c, err := collector.New(m, collector.Config{Interval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if s := c.Collect(); len(s.GPUs[7].MIG) != 7 {
+		b.Fatalf("GPU 7 has %d MIG devices, want 7", len(s.GPUs[7].MIG))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Collect()
 	}
 }

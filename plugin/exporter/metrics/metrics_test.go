@@ -211,14 +211,11 @@ func TestBrokenSocketDegradesToNoPodLabels(t *testing.T) {
 }
 
 func busID(b [32]int8) string {
-	var s []byte
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		s = append(s, byte(c))
+	raw := make([]byte, len(b))
+	for i, c := range b {
+		raw[i] = byte(c)
 	}
-	return string(s)
+	return strings.TrimRight(string(raw), "\x00")
 }
 
 func TestBackgroundRenderingFollowsSnapshots(t *testing.T) {
