@@ -35,7 +35,8 @@ As a kustomize generator (exec mode; the annotation goes on the GPUPolicy):
   kustomization.yaml: generators: [policy.yaml]
   kustomize build --enable-alpha-plugins --enable-exec DIR
 
-With kpt: kpt fn eval --exec gpupolicy-fn DIR   (the GPUPolicy is an item of DIR), or a Kptfile
-pipeline mutator with configPath: policy.yaml.
+With kpt: kpt fn eval DIR --exec gpupolicy-fn --fn-config policy.yaml, with policy.yaml outside
+DIR: the function removes every GPUPolicy from its output, and kpt deletes the files of removed
+items, so a policy inside the package would be deleted from disk.
 `)
 }
