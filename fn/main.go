@@ -30,10 +30,10 @@ var commands = map[string]command{
 }
 
 // commandHelp lines for the usage text of the commands other packages implement.
-var commandHelp = []string{
-	"gpupolicy-fn audit -f POLICY|DIR    the privilege report of every container (Markdown or JSON)",
-	"gpupolicy-fn diff BASE HEAD         what a change moves (images, privileges, gates, RBAC, containerd drop-in)",
-	"gpupolicy-fn doctor ...             diagnoses why GPU pods or nodes are not ready in a cluster",
+var commandHelp = [][2]string{
+	{"gpupolicy-fn audit -f POLICY|DIR", "the privilege report of every container (Markdown or JSON)"},
+	{"gpupolicy-fn diff BASE HEAD", "what a change moves (images, privileges, gates, RBAC, containerd drop-in)"},
+	{"gpupolicy-fn doctor ...", "diagnoses why GPU pods or nodes are not ready in a cluster"},
 }
 
 func main() {

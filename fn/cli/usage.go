@@ -8,7 +8,7 @@ import (
 )
 
 // Usage is the manual of gpupolicy-fn as a whole.
-func Usage(w io.Writer, commands []string) {
+func Usage(w io.Writer, commands [][2]string) {
 	fmt.Fprintf(w, `gpupolicy-fn %s — expands one GPUPolicy into every object a GPU cluster needs.
 
 Usage:
@@ -21,7 +21,7 @@ Usage:
                                      writes the rendered tree, one file per object, grouped by stage.
 `, version.Version)
 	for _, c := range commands {
-		fmt.Fprintln(w, "  "+c)
+		fmt.Fprintf(w, "  %-35s%s\n", c[0], c[1])
 	}
 	fmt.Fprint(w, `  gpupolicy-fn version               prints the version
   gpupolicy-fn help                  this text; every command takes --help
