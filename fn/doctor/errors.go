@@ -30,7 +30,7 @@ func (e *ReadError) Error() string {
 	case e.Namespace != "":
 		what += " in namespace " + e.Namespace
 	case e.Verb == "list":
-		what += " (all namespaces or cluster scope)"
+		what += " cluster-wide"
 	}
 	switch {
 	case apierrors.IsForbidden(e.Err):

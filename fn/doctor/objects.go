@@ -48,7 +48,7 @@ func (s *snapshot) compareObjects(ctx context.Context, rendered []*unstructured.
 			}
 			f.Finding = Finding{Severity: SeverityError, Check: "kind-not-served",
 				Message: fmt.Sprintf("the cluster does not serve %s %s (its CRD or API group is not installed)", gvk.GroupVersion(), gvk.Kind),
-				Fix:     "install the API that serves " + gvk.Kind + " (e.g. the Prometheus Operator CRDs for ServiceMonitor), or turn the feature off in the policy"}
+				Fix:     installHint(gvk.Group, gvk.Kind)}
 			s.report.Objects = append(s.report.Objects, f)
 			continue
 		}
@@ -103,7 +103,27 @@ func objectName(o *unstructured.Unstructured) string {
 	return o.GetNamespace() + "/" + o.GetName()
 }
 
-// ignoredMetadata is what the API server manages or the KRM pipeline adds for itself.
+// pathKey writes a map key as a path step; label-style keys (dots, slashes) get brackets so
+// the path stays unambiguous: .metadata.labels["app.kubernetes.io/name"].
+func pathKey(k string) string {
+	if strings.ContainsAny(k, "./ ") {
+		return fmt.Sprintf("[%q]", k)
+	}
+	return "." + k
+}
+
+// installHint names what serves a kind the cluster lacks.
+func installHint(group, kind string) string {
+	switch group {
+	case "monitoring.coreos.com":
+		return "install the Prometheus Operator CRDs (" + kind + " is one), or set spec.exporter.serviceMonitor: false in the policy"
+	case "kustomize.toolkit.fluxcd.io", "source.toolkit.fluxcd.io":
+		return "install Flux (flux install), or render with spec.gitops other than flux"
+	}
+	return "install the CRD or enable the API group that serves " + kind + " (" + group + "), or turn the feature off in the policy"
+}
+
+// ignoredField is what the API server manages or the KRM pipeline adds for itself.
 func ignoredField(path string) bool {
 	switch {
 	case path == ".status", strings.HasPrefix(path, ".status."):
@@ -113,10 +133,10 @@ func ignoredField(path string) bool {
 		if rest == "labels" || rest == "annotations" {
 			return false
 		}
-		if a, ok := strings.CutPrefix(rest, "annotations."); ok {
-			return strings.HasPrefix(a, "internal.config.kubernetes.io/") || strings.HasPrefix(a, "config.kubernetes.io/")
+		if a, ok := strings.CutPrefix(rest, "annotations"); ok {
+			return strings.HasPrefix(a, `["internal.config.kubernetes.io/`) || strings.HasPrefix(a, `["config.kubernetes.io/`)
 		}
-		return !strings.HasPrefix(rest, "labels.")
+		return !strings.HasPrefix(rest, "labels")
 	}
 	return false
 }
@@ -146,7 +166,7 @@ func walkSubset(path string, want, live any, out *[]string) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			sub := path + "." + k
+			sub := path + pathKey(k)
 			lv, present := l[k]
 			if _, isMap := w[k].(map[string]any); !present && isMap {
 				lv, present = map[string]any{}, true // report the missing leaves, minus the ignored ones
