@@ -33,6 +33,8 @@ type Gatherer struct {
 	builder  *gpuCollector        // used under renderMu
 
 	renderMu   sync.Mutex
+	gpuKey     cacheKey // inputs of gpuText (seq, gen), under renderMu
+	gpuText    []byte
 	pub        atomic.Pointer[published]
 	background atomic.Bool // Run is rendering; scrapes never do
 }
@@ -102,11 +104,27 @@ func (g *Gatherer) render(key cacheKey, in inputs) (*exposition, error) {
 	if p := g.pub.Load(); p != nil && p.key == key {
 		return p.exp, nil
 	}
-	fams, err := g.gather(in)
+	// The GPU part only changes with the snapshot or the mapping; the pod-resources counters
+	// change every refresh, so the (larger) GPU text is kept and only the self part re-encoded.
+	if g.gpuText == nil || g.gpuKey.seq != key.seq || g.gpuKey.gen != key.gen {
+		fams, err := g.gatherGPU(in)
+		if err != nil {
+			return nil, err
+		}
+		if g.gpuText, err = encodeText(fams); err != nil {
+			return nil, err
+		}
+		g.gpuKey = key
+	}
+	self, err := g.self.Gather()
 	if err != nil {
 		return nil, err
 	}
-	exp, err := render(fams)
+	selfText, err := encodeText(self)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := newExposition(append(slices.Clip(g.gpuText), selfText...))
 	if err != nil {
 		return nil, err
 	}
@@ -128,11 +146,7 @@ type inputs struct {
 }
 
 func (g *Gatherer) gather(in inputs) ([]*dto.MetricFamily, error) {
-	reg := prometheus.NewRegistry()
-	g.builder.snap, g.builder.pods = in.snap, in.pods
-	defer func() { g.builder.snap, g.builder.pods = nil, nil }()
-	reg.MustRegister(g.builder)
-	gpu, err := reg.Gather()
+	gpu, err := g.gatherGPU(in)
 	if err != nil {
 		return nil, err
 	}
@@ -145,23 +159,37 @@ func (g *Gatherer) gather(in inputs) ([]*dto.MetricFamily, error) {
 	return out, nil
 }
 
-func render(fams []*dto.MetricFamily) (*exposition, error) {
-	var plain bytes.Buffer
-	enc := expfmt.NewEncoder(&plain, expfmt.NewFormat(expfmt.TypeTextPlain))
+func (g *Gatherer) gatherGPU(in inputs) ([]*dto.MetricFamily, error) {
+	reg := prometheus.NewRegistry()
+	g.builder.snap, g.builder.pods = in.snap, in.pods
+	defer func() { g.builder.snap, g.builder.pods = nil, nil }()
+	reg.MustRegister(g.builder)
+	return reg.Gather()
+}
+
+// encodeText writes families in the text format; families stay contiguous, which is all the
+// format asks, so the GPU and self parts can be concatenated.
+func encodeText(fams []*dto.MetricFamily) ([]byte, error) {
+	var b bytes.Buffer
+	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, f := range fams {
 		if err := enc.Encode(f); err != nil {
 			return nil, err
 		}
 	}
+	return b.Bytes(), nil
+}
+
+func newExposition(plain []byte) (*exposition, error) {
 	var gz bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
-	if _, err := zw.Write(plain.Bytes()); err != nil {
+	if _, err := zw.Write(plain); err != nil {
 		return nil, err
 	}
 	if err := zw.Close(); err != nil {
 		return nil, err
 	}
-	return &exposition{plain: plain.Bytes(), gz: gz.Bytes()}, nil
+	return &exposition{plain: plain, gz: gz.Bytes()}, nil
 }
 
 // Run renders soon after a new snapshot or pod mapping is published, so that scrapes find the
