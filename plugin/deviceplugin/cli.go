@@ -68,6 +68,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gpu-device-plugin: %v\n", err)
 		return 2
 	}
+	routeGRPCLogs(log)
 	cfg := DefaultConfig()
 	if *configFile != "" {
 		if cfg, err = LoadConfig(*configFile); err != nil {

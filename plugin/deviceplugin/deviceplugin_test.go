@@ -249,6 +249,10 @@ func TestPreferredAllocationSkipsUnhealthy(t *testing.T) {
 	if !slices.Equal(sorted(got), sorted([]string{u[2], u[3]})) {
 		t.Errorf("preferred %v, want GPUs 2,3 (GPU 1 lost, so 0 has no PCIe partner)", got)
 	}
+	// A must-include id the plugin does not know is kept and counts against the size.
+	if got := preferred(t, c, []string{u[2], u[3]}, []string{"GPU-gone"}, 2); !slices.Equal(got, []string{"GPU-gone", u[2]}) {
+		t.Errorf("preferred %v, want GPU-gone plus one GPU", got)
+	}
 	if got := preferred(t, c, []string{u[1], "GPU-gone"}, nil, 1); len(got) != 0 {
 		t.Errorf("preferred %v from only unusable devices, want none", got)
 	}

@@ -131,7 +131,8 @@ func (p *Plugin) byTopology(usable []devices.Device, must []string, size int) []
 		}
 	}
 	out := append([]string(nil), must...)
-	for _, gpu := range p.opts.Graph.Best(avail, mustIdx, size)[len(mustIdx):] {
+	// Must-include ids this resource does not know still count against size.
+	for _, gpu := range p.opts.Graph.Best(avail, mustIdx, size-len(must)+len(mustIdx))[len(mustIdx):] {
 		out = append(out, idOf[gpu])
 	}
 	return out
