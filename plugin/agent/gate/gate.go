@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -159,12 +160,12 @@ func (r *Reconciler) plan(node *corev1.Node, results []Result, statusJSON string
 			}
 		}
 	}
-	own := nodeapi.Change{Labels: map[string]*string{}, Annotations: map[string]*string{}}
+	ownLabels, ownAnnotations := map[string]string{}, map[string]string{}
 	for _, res := range results {
-		diffInto(own.Labels, labels, res.Labels)
-		diffInto(own.Annotations, annotations, res.Annotations)
+		maps.Copy(ownLabels, res.Labels)
+		maps.Copy(ownAnnotations, res.Annotations)
 	}
-	if !own.Empty() {
+	if own := nodeapi.Diff(node, ownLabels, ownAnnotations); !own.Empty() {
 		steps = append(steps, own)
 	}
 	for _, c := range r.Checks {
@@ -178,19 +179,6 @@ func (r *Reconciler) plan(node *corev1.Node, results []Result, statusJSON string
 		steps = append(steps, nodeapi.Change{Annotations: map[string]*string{config.AnnotationGateStatus: nodeapi.Value(statusJSON)}})
 	}
 	return steps
-}
-
-// diffInto records in out the changes that bring cur to want ("" in want means absent).
-func diffInto(out map[string]*string, cur, want map[string]string) {
-	for k, v := range want {
-		old, ok := cur[k]
-		switch {
-		case v == "" && ok:
-			out[k] = nil
-		case v != "" && (!ok || old != v):
-			out[k] = nodeapi.Value(v)
-		}
-	}
 }
 
 func (r *Reconciler) logChanges(log *slog.Logger, before, after *corev1.Node) {

@@ -34,6 +34,29 @@ type Change struct {
 // Empty reports whether the change would patch nothing.
 func (c Change) Empty() bool { return len(c.Labels) == 0 && len(c.Annotations) == 0 }
 
+// Diff returns the change that brings the node's labels and annotations to want ("" in
+// want means the key must be absent); keys not in want are left alone.
+func Diff(node *corev1.Node, labels, annotations map[string]string) Change {
+	return Change{Labels: diff(node.Labels, labels), Annotations: diff(node.Annotations, annotations)}
+}
+
+func diff(cur, want map[string]string) map[string]*string {
+	out := map[string]*string{}
+	for k, v := range want {
+		old, ok := cur[k]
+		switch {
+		case v == "" && ok:
+			out[k] = nil
+		case v != "" && (!ok || old != v):
+			out[k] = Value(v)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // Value returns a pointer for Change maps.
 func Value(s string) *string { return &s }
 

@@ -63,7 +63,7 @@ func TestInstallConfigV3(t *testing.T) {
 			}
 			d := table{"plugins": cfg.Plugins}
 			for path, want := range map[string]any{
-				"io.containerd.cri.v1.runtime/containerd/runtimes/nvidia/options/BinaryName": "/usr/local/nvidia/toolkit/nvidia-container-runtime",
+				"io.containerd.cri.v1.runtime/containerd/runtimes/nvidia/options/BinaryName":  "/usr/local/nvidia/toolkit/nvidia-container-runtime",
 				"io.containerd.cri.v1.runtime/containerd/runtimes/runc/options/SystemdCgroup": true,
 				"io.containerd.cri.v1.runtime/containerd/runtimes/kata/runtime_type":          "io.containerd.kata.v2",
 				"io.containerd.cri.v1.images/pinned_images/sandbox":                           "registry.example/pause:3.10",

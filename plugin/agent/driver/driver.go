@@ -1,0 +1,147 @@
+// Package driver validates a node's NVIDIA driver against the policy: the kernel module's
+// version from /proc (readable without NVML, so before the toolkit stage), NVML's driver and
+// CUDA driver versions when the library is there, compared under enforce exact|branch|none.
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+)
+
+// ProcVersionFile is the kernel module's version file (host path).
+const ProcVersionFile = "/proc/driver/nvidia/version"
+
+// Enforce rules (spec.driver.enforce).
+const (
+	EnforceExact  = "exact"
+	EnforceBranch = "branch"
+	EnforceNone   = "none"
+)
+
+// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep ..." and the open
+// module's "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build ...".
+var procVersionRE = regexp.MustCompile(`NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s`)
+
+// ErrNoDriver means the kernel module is not loaded (the file is absent).
+var ErrNoDriver = errors.New("NVIDIA kernel module not loaded: " + ProcVersionFile + " is missing (driver stage not done, or --host-root does not mount the host's /proc)")
+
+// KernelVersion reads the loaded kernel module's version under hostRoot.
+func KernelVersion(hostRoot string) (string, error) {
+	path := hostfs.Join(hostRoot, ProcVersionFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", ErrNoDriver
+	}
+	if err != nil {
+		return "", err
+	}
+	m := procVersionRE.FindSubmatch(append(b, '\n'))
+	if m == nil {
+		return "", fmt.Errorf("%s: no driver version in %q", path, strings.SplitN(string(b), "\n", 2)[0])
+	}
+	return string(m[1]), nil
+}
+
+// NVMLVersions is what NVML reports; each field's error is kept apart so one failing call
+// does not hide the others.
+type NVMLVersions struct {
+	Driver string
+	CUDA   string // "12.8": the newest CUDA this driver supports
+}
+
+// QueryNVML reads the driver and CUDA driver versions.
+func QueryNVML(lib gonvml.Interface) (NVMLVersions, error) {
+	var out NVMLVersions
+	v, ret := lib.SystemGetDriverVersion()
+	if ret != gonvml.SUCCESS {
+		return out, fmt.Errorf("nvml SystemGetDriverVersion: %s", gonvml.ErrorString(ret))
+	}
+	out.Driver = v
+	c, ret := lib.SystemGetCudaDriverVersion()
+	if ret != gonvml.SUCCESS {
+		return out, fmt.Errorf("nvml SystemGetCudaDriverVersion: %s", gonvml.ErrorString(ret))
+	}
+	out.CUDA = nvml.CUDAVersion(c)
+	return out, nil
+}
+
+// Verdict is the comparison of a node's driver with the policy.
+type Verdict struct {
+	Expected  string
+	Found     string // kernel module version
+	Enforce   string
+	NVML      *NVMLVersions // nil when NVML was not consulted
+	Satisfied bool          // the gate may open
+	Drift     bool          // Found != Expected, whatever the enforce rule
+	Reason    string
+}
+
+// Branch is a driver's release branch: its major number (580 for 580.95.05).
+func Branch(v string) string { return strings.SplitN(v, ".", 2)[0] }
+
+// Compare judges found (and NVML's view, if any) against the policy.
+func Compare(pol config.AgentDriver, cudaVersion, found string, nv *NVMLVersions) Verdict {
+	v := Verdict{Expected: pol.Version, Found: found, Enforce: pol.Enforce, NVML: nv}
+	if v.Enforce == "" {
+		v.Enforce = EnforceBranch
+	}
+	v.Drift = found != pol.Version
+	switch v.Enforce {
+	case EnforceExact:
+		v.Satisfied = !v.Drift
+	case EnforceBranch:
+		v.Satisfied = Branch(found) == Branch(pol.Version)
+	case EnforceNone:
+		v.Satisfied = true
+	default:
+		v.Reason = fmt.Sprintf("driver.enforce %q in the agent config is not exact|branch|none", pol.Enforce)
+		return v
+	}
+	v.Reason = fmt.Sprintf("driver %s, policy expects %s (enforce %s)", found, pol.Version, v.Enforce)
+	if v.Drift {
+		v.Reason = "drift: " + v.Reason
+	}
+	if nv == nil || v.Enforce == EnforceNone {
+		return v
+	}
+	if nv.Driver != "" && nv.Driver != found {
+		v.Satisfied = false
+		v.Reason += fmt.Sprintf("; NVML library is %s but the kernel module is %s: user-space and kernel driver differ (reboot or reinstall the driver)", nv.Driver, found)
+	}
+	if need, err := nvml.ParseCUDAVersion(cudaVersion); err == nil && nv.CUDA != "" {
+		if have, err := nvml.ParseCUDAVersion(nv.CUDA); err == nil && have < need {
+			v.Satisfied = false
+			v.Reason += fmt.Sprintf("; driver supports CUDA up to %s but the policy's cuda.version is %s", nv.CUDA, cudaVersion)
+		}
+	}
+	return v
+}
+
+// Labels are the node labels and annotations a verdict sets ("" removes a key).
+func (v Verdict) Labels() (labels, annotations map[string]string) {
+	labels = map[string]string{config.LabelDriverVersion: v.Found, config.LabelDriverDrift: ""}
+	annotations = map[string]string{config.AnnotationDriverDrift: ""}
+	if v.Drift {
+		labels[config.LabelDriverDrift] = "true"
+		annotations[config.AnnotationDriverDrift] = fmt.Sprintf("expected %s (enforce %s), found %s", v.Expected, v.Enforce, v.Found)
+	}
+	return labels, annotations
+}
+
+// Check is the driver stage check: kernel module version only (no NVML before the toolkit).
+func Check(hostRoot string, pol config.AgentDriver, cudaVersion string) (Verdict, error) {
+	found, err := KernelVersion(hostRoot)
+	if err != nil {
+		return Verdict{Expected: pol.Version, Enforce: pol.Enforce, Reason: err.Error()}, err
+	}
+	return Compare(pol, cudaVersion, found, nil), nil
+}

@@ -1,0 +1,202 @@
+// Package labels computes GPU feature labels with gpu-feature-discovery's names, so node
+// selectors and dashboards written for NVIDIA's GPU Operator keep working without it.
+package labels
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+)
+
+// Label keys (gpu-feature-discovery's).
+const (
+	Product              = "nvidia.com/gpu.product"
+	Memory               = "nvidia.com/gpu.memory" // MiB
+	Count                = "nvidia.com/gpu.count"
+	Family               = "nvidia.com/gpu.family"
+	ComputeMajor         = "nvidia.com/gpu.compute.major"
+	ComputeMinor         = "nvidia.com/gpu.compute.minor"
+	DriverVersionFull    = "nvidia.com/cuda.driver-version.full"
+	DriverVersionMajor   = "nvidia.com/cuda.driver-version.major"
+	DriverVersionMinor   = "nvidia.com/cuda.driver-version.minor"
+	DriverVersionRev     = "nvidia.com/cuda.driver-version.revision"
+	RuntimeVersionFull   = "nvidia.com/cuda.runtime-version.full"
+	RuntimeVersionMajor  = "nvidia.com/cuda.runtime-version.major"
+	RuntimeVersionMinor  = "nvidia.com/cuda.runtime-version.minor"
+	LegacyDriverMajor    = "nvidia.com/cuda.driver.major"
+	LegacyDriverMinor    = "nvidia.com/cuda.driver.minor"
+	LegacyDriverRev      = "nvidia.com/cuda.driver.rev"
+	LegacyRuntimeMajor   = "nvidia.com/cuda.runtime.major"
+	LegacyRuntimeMinor   = "nvidia.com/cuda.runtime.minor"
+	MIGCapable           = "nvidia.com/mig.capable"
+	MIGStrategy          = "nvidia.com/mig.strategy"
+	Replicas             = "nvidia.com/gpu.replicas"
+	SharingStrategy      = "nvidia.com/gpu.sharing-strategy"
+	sharingTimeSlicing   = "time-slicing"
+	sharingNone          = "none"
+	maxLabelValueLength  = 63
+	productSeparator     = "-"
+	unknownFamily        = "undefined"
+	migNotSupportedValue = "false"
+)
+
+// nvmlError names the failing call so a broken GPU or driver is diagnosable from the log.
+func nvmlError(call string, ret gonvml.Return) error {
+	return fmt.Errorf("nvml %s: %s", call, gonvml.ErrorString(ret))
+}
+
+// Family maps a CUDA compute capability to gpu-feature-discovery's architecture family.
+func family(major, minor int) string {
+	switch major {
+	case 3:
+		return "kepler"
+	case 5:
+		return "maxwell"
+	case 6:
+		return "pascal"
+	case 7:
+		if minor < 5 {
+			return "volta"
+		}
+		return "turing"
+	case 8:
+		if minor < 9 {
+			return "ampere"
+		}
+		return "ada-lovelace"
+	case 9:
+		return "hopper"
+	case 10, 12:
+		return "blackwell"
+	}
+	return unknownFamily
+}
+
+// sanitize turns a product name into a label value like gpu-feature-discovery does.
+func sanitize(s string) string {
+	s = strings.Join(strings.Fields(s), productSeparator)
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-_.")
+	if len(out) > maxLabelValueLength {
+		out = strings.TrimRight(out[:maxLabelValueLength], "-_.")
+	}
+	return out
+}
+
+// FromNVML computes the labels for a node with the given device plugin settings. GPU labels
+// describe device 0, as gpu-feature-discovery's do (nodes are homogeneous in practice).
+func FromNVML(lib gonvml.Interface, dp config.DevicePlugin) (map[string]string, error) {
+	out := map[string]string{}
+	count, ret := lib.DeviceGetCount()
+	if ret != gonvml.SUCCESS {
+		return nil, nvmlError("DeviceGetCount", ret)
+	}
+	out[Count] = strconv.Itoa(count)
+
+	drv, ret := lib.SystemGetDriverVersion()
+	if ret != gonvml.SUCCESS {
+		return nil, nvmlError("SystemGetDriverVersion", ret)
+	}
+	parts := append(strings.SplitN(drv, ".", 3), "", "")
+	out[DriverVersionFull], out[DriverVersionMajor], out[DriverVersionMinor], out[DriverVersionRev] = drv, parts[0], parts[1], parts[2]
+	out[LegacyDriverMajor], out[LegacyDriverMinor], out[LegacyDriverRev] = parts[0], parts[1], parts[2]
+
+	cuda, ret := lib.SystemGetCudaDriverVersion()
+	if ret != gonvml.SUCCESS {
+		return nil, nvmlError("SystemGetCudaDriverVersion", ret)
+	}
+	cmaj, cmin := strconv.Itoa(cuda/1000), strconv.Itoa(cuda%1000/10)
+	out[RuntimeVersionFull], out[RuntimeVersionMajor], out[RuntimeVersionMinor] = nvml.CUDAVersion(cuda), cmaj, cmin
+	out[LegacyRuntimeMajor], out[LegacyRuntimeMinor] = cmaj, cmin
+
+	if count > 0 {
+		if err := deviceLabels(lib, out); err != nil {
+			return nil, err
+		}
+	}
+
+	replicas := max(dp.Sharing.TimeSlicing.Replicas, 1)
+	out[Replicas] = strconv.Itoa(replicas)
+	out[SharingStrategy] = sharingNone
+	if replicas > 1 {
+		out[SharingStrategy] = sharingTimeSlicing
+	}
+	out[MIGStrategy] = dp.MIGStrategy
+	if out[MIGStrategy] == "" {
+		out[MIGStrategy] = "none"
+	}
+	return out, nil
+}
+
+func deviceLabels(lib gonvml.Interface, out map[string]string) error {
+	dev, ret := lib.DeviceGetHandleByIndex(0)
+	if ret != gonvml.SUCCESS {
+		return nvmlError("DeviceGetHandleByIndex(0)", ret)
+	}
+	name, ret := dev.GetName()
+	if ret != gonvml.SUCCESS {
+		return nvmlError("DeviceGetName", ret)
+	}
+	out[Product] = sanitize(name)
+	mem, ret := dev.GetMemoryInfo()
+	if ret != gonvml.SUCCESS {
+		return nvmlError("DeviceGetMemoryInfo", ret)
+	}
+	out[Memory] = strconv.FormatUint(mem.Total/(1024*1024), 10)
+	major, minor, ret := dev.GetCudaComputeCapability()
+	if ret != gonvml.SUCCESS {
+		return nvmlError("DeviceGetCudaComputeCapability", ret)
+	}
+	out[ComputeMajor], out[ComputeMinor] = strconv.Itoa(major), strconv.Itoa(minor)
+	out[Family] = family(major, minor)
+	_, _, ret = dev.GetMigMode()
+	switch ret {
+	case gonvml.SUCCESS:
+		out[MIGCapable] = "true"
+	case gonvml.ERROR_NOT_SUPPORTED:
+		out[MIGCapable] = migNotSupportedValue
+	default:
+		return nvmlError("DeviceGetMigMode", ret)
+	}
+	return nil
+}
+
+// PoolFor picks the device plugin settings of the pool whose nodeSelector matches the
+// node's labels, else the settings of the nodes outside every pool.
+func PoolFor(cfg *config.Agent, nodeLabels map[string]string) config.DevicePlugin {
+	for _, p := range cfg.NodePools {
+		if matches(p.NodeSelector, nodeLabels) {
+			dp := p.DevicePlugin
+			if dp.Pool == "" {
+				dp.Pool = p.Name
+			}
+			return dp
+		}
+	}
+	return cfg.DevicePlugin
+}
+
+func matches(sel, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}

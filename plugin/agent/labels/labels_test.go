@@ -1,0 +1,135 @@
+package labels
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+)
+
+func mock(t *testing.T) *nvml.Mock {
+	t.Helper()
+	m, err := nvml.NewMock("dgxa100", nvml.WithDriverVersion("580.95.05"), nvml.WithCUDADriverVersion(13000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestFromNVMLDGXA100(t *testing.T) {
+	dp := config.DevicePlugin{MIGStrategy: "single", Sharing: config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: 4}}}
+	got, err := FromNVML(mock(t), dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		Count: "8", Memory: "40960", Family: "ampere", ComputeMajor: "8", ComputeMinor: "0",
+		DriverVersionFull: "580.95.05", DriverVersionMajor: "580", DriverVersionMinor: "95", DriverVersionRev: "05",
+		LegacyDriverMajor: "580", LegacyDriverMinor: "95", LegacyDriverRev: "05",
+		RuntimeVersionFull: "13.0", RuntimeVersionMajor: "13", RuntimeVersionMinor: "0",
+		LegacyRuntimeMajor: "13", LegacyRuntimeMinor: "0",
+		MIGCapable: "true", MIGStrategy: "single", Replicas: "4", SharingStrategy: "time-slicing",
+	}
+	product := got[Product]
+	delete(got, Product)
+	if !maps.Equal(got, want) {
+		t.Fatalf("labels\n got %v\nwant %v", got, want)
+	}
+	if !strings.HasSuffix(product, "A100-SXM4-40GB") || strings.Contains(product, " ") {
+		t.Fatalf("product %q", product)
+	}
+	for k := range got {
+		if !strings.HasPrefix(k, config.ManagedPrefix) {
+			t.Errorf("label %s outside %s", k, config.ManagedPrefix)
+		}
+	}
+}
+
+// Every NVML call the labels make fails on its own once; the error must name the call.
+func TestFromNVMLErrorsPerCall(t *testing.T) {
+	fail := func(m *nvml.Mock) *server.Device { return m.Devices[0].(*server.Device) }
+	cases := map[string]func(m *nvml.Mock){
+		"DeviceGetCount": func(m *nvml.Mock) {
+			m.DeviceGetCountFunc = func() (int, gonvml.Return) { return 0, gonvml.ERROR_UNKNOWN }
+		},
+		"SystemGetDriverVersion": func(m *nvml.Mock) {
+			m.SystemGetDriverVersionFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_UNINITIALIZED }
+		},
+		"SystemGetCudaDriverVersion": func(m *nvml.Mock) {
+			m.SystemGetCudaDriverVersionFunc = func() (int, gonvml.Return) { return 0, gonvml.ERROR_UNKNOWN }
+		},
+		"DeviceGetHandleByIndex": func(m *nvml.Mock) {
+			m.DeviceGetHandleByIndexFunc = func(int) (gonvml.Device, gonvml.Return) { return nil, gonvml.ERROR_GPU_IS_LOST }
+		},
+		"DeviceGetName": func(m *nvml.Mock) {
+			fail(m).GetNameFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_GPU_IS_LOST }
+		},
+		"DeviceGetMemoryInfo": func(m *nvml.Mock) {
+			fail(m).GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) { return gonvml.Memory{}, gonvml.ERROR_UNKNOWN }
+		},
+		"DeviceGetCudaComputeCapability": func(m *nvml.Mock) {
+			fail(m).GetCudaComputeCapabilityFunc = func() (int, int, gonvml.Return) { return 0, 0, gonvml.ERROR_UNKNOWN }
+		},
+		"DeviceGetMigMode": func(m *nvml.Mock) {
+			fail(m).GetMigModeFunc = func() (int, int, gonvml.Return) { return 0, 0, gonvml.ERROR_GPU_IS_LOST }
+		},
+	}
+	for call, breakIt := range cases {
+		t.Run(call, func(t *testing.T) {
+			m := mock(t)
+			breakIt(m)
+			if _, err := FromNVML(m, config.DevicePlugin{}); err == nil || !strings.Contains(err.Error(), call) {
+				t.Fatalf("want error naming %s, got %v", call, err)
+			}
+		})
+	}
+}
+
+func TestMIGNotSupported(t *testing.T) {
+	m := mock(t)
+	for _, d := range m.Devices {
+		d.(*server.Device).GetMigModeFunc = func() (int, int, gonvml.Return) { return 0, 0, gonvml.ERROR_NOT_SUPPORTED }
+	}
+	got, err := FromNVML(m, config.DevicePlugin{})
+	if err != nil || got[MIGCapable] != "false" || got[MIGStrategy] != "none" || got[Replicas] != "1" || got[SharingStrategy] != "none" {
+		t.Fatalf("%v %v", got, err)
+	}
+}
+
+func TestFamily(t *testing.T) {
+	for cc, want := range map[[2]int]string{{7, 0}: "volta", {7, 5}: "turing", {8, 0}: "ampere", {8, 9}: "ada-lovelace", {9, 0}: "hopper", {10, 0}: "blackwell", {2, 0}: "undefined"} {
+		if got := family(cc[0], cc[1]); got != want {
+			t.Errorf("%v: %s, want %s", cc, got, want)
+		}
+	}
+}
+
+func TestPoolFor(t *testing.T) {
+	cfg := &config.Agent{
+		DevicePlugin: config.DevicePlugin{Sharing: config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: 1}}},
+		NodePools: []config.AgentPool{{Name: "inference", NodeSelector: map[string]string{"pool": "inference"},
+			DevicePlugin: config.DevicePlugin{Sharing: config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: 4}}}}},
+	}
+	if dp := PoolFor(cfg, map[string]string{"pool": "inference"}); dp.Sharing.TimeSlicing.Replicas != 4 || dp.Pool != "inference" {
+		t.Fatalf("pool node: %+v", dp)
+	}
+	if dp := PoolFor(cfg, map[string]string{"pool": "training"}); dp.Sharing.TimeSlicing.Replicas != 1 {
+		t.Fatalf("other node: %+v", dp)
+	}
+}
+
+func BenchmarkFromNVML(b *testing.B) {
+	m, _ := nvml.NewMock("dgxa100")
+	dp := config.DevicePlugin{MIGStrategy: "none"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := FromNVML(m, dp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
