@@ -21,8 +21,10 @@ ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src
-# go-nvml is cgo (it dlopens libnvidia-ml.so.1 at run time, so no NVIDIA library is needed to
-# build); its headers declare deprecated calls, which only produce warnings.
+# The node programs use go-nvml, which is cgo (it dlopens libnvidia-ml.so.1 at run time, so no
+# NVIDIA library is needed to build); its headers declare deprecated calls, which only produce
+# warnings. gpupolicy-fn needs no NVML and is built static (CGO_ENABLED=0), so it can be copied
+# into other images: Argo CD's repo server, CI runners (examples/argocd).
 ENV CGO_ENABLED=1 \
     CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" \
     GOFLAGS=-trimpath
@@ -35,7 +37,7 @@ ARG VERSION=v0.1.0
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     set -eu; mkdir -p /out; \
     ldflags="-s -w -X github.com/gpupolicy/gpupolicy/fn/version.Version=${VERSION}"; \
-    go build -ldflags "$ldflags" -o /out/gpupolicy-fn ./fn; \
+    CGO_ENABLED=0 go build -ldflags "$ldflags" -o /out/gpupolicy-fn ./fn; \
     for b in gpu-device-plugin gpu-exporter gpu-node-agent; do \
       go build -ldflags "$ldflags" -o "/out/$b" "./plugin/cmd/$b"; \
     done

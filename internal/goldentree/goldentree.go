@@ -48,7 +48,7 @@ func Diff(dir string, want map[string][]byte) []string {
 		case !inWant:
 			out = append(out, fmt.Sprintf("%s: not produced any more", filepath.Join(dir, p)))
 		case !bytes.Equal(g, w):
-			out = append(out, fmt.Sprintf("%s: differs: %s", filepath.Join(dir, p), firstDiff(g, w)))
+			out = append(out, fmt.Sprintf("%s: differs: %s", filepath.Join(dir, p), FirstDiff(g, w)))
 		}
 	}
 	return out
@@ -87,7 +87,9 @@ func keys(a, b map[string][]byte) []string {
 	return out
 }
 
-func firstDiff(got, want []byte) string {
+// FirstDiff describes the first line where committed and now differ.
+func FirstDiff(committed, now []byte) string {
+	got, want := committed, now
 	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
 	for i := 0; i < len(g) || i < len(w); i++ {
 		var gl, wl string

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -121,28 +122,40 @@ func stripComments(doc []byte) []byte {
 }
 
 // DecodeTree strictly decodes every object in the *.yaml files under dir (a rendered tree or a
-// directory of streams). kustomization.yaml files are kustomize's configuration, not objects,
-// and are skipped. Each error names its file.
+// directory of streams), or in the files matching dir when it is a glob pattern.
+// kustomization.yaml files are kustomize's configuration, not objects, and are skipped. Each
+// error names its file.
 func DecodeTree(dir string) ([]Object, []error) {
-	var objs []Object
+	var files []string
 	var errs []error
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(p) != ".yaml" || d.Name() == "kustomization.yaml" {
-			return err
+	if strings.ContainsAny(dir, "*?[") {
+		var err error
+		if files, err = filepath.Glob(dir); err != nil {
+			return nil, []error{err}
+		}
+	} else if err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return err
+	}); err != nil {
+		errs = append(errs, err)
+	}
+	var objs []Object
+	for _, p := range files {
+		if filepath.Ext(p) != ".yaml" || filepath.Base(p) == "kustomization.yaml" {
+			continue
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		o, es := DecodeAll(b)
 		objs = append(objs, o...)
 		for _, e := range es {
 			errs = append(errs, fmt.Errorf("%s: %w", p, e))
 		}
-		return nil
-	})
-	if err != nil {
-		errs = append(errs, err)
 	}
 	if len(objs) == 0 && len(errs) == 0 {
 		errs = append(errs, fmt.Errorf("%s: no objects", dir))
