@@ -131,14 +131,18 @@ func (s *snapshot) readAgentConfig(ctx context.Context) error {
 func (s *snapshot) readCluster(ctx context.Context) error {
 	nodes, err := s.in.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return s.readErr("list", "nodes", "", "", err)
+		e := s.readErr("list", "nodes", "", "", err)
+		e.Essential = true
+		return e
 	}
 	s.nodes = nodes.Items
 	sort.Slice(s.nodes, func(i, j int) bool { return s.nodes[i].Name < s.nodes[j].Name })
 
 	pods, err := s.in.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return s.readErr("list", "pods", "", "", err)
+		e := s.readErr("list", "pods", "", "", err)
+		e.Essential = true
+		return e
 	}
 	s.pods = pods.Items
 	sort.Slice(s.pods, func(i, j int) bool {

@@ -18,6 +18,8 @@ type ReadError struct {
 	Namespace string // "" for cluster-scoped reads and lists across all namespaces
 	Name      string // "" for lists
 	Server    string // API server URL, when known, for unreachable errors
+	// Essential reads stop the diagnosis; their message lists every right doctor needs.
+	Essential bool
 	Err       error
 }
 
@@ -34,8 +36,11 @@ func (e *ReadError) Error() string {
 	}
 	switch {
 	case apierrors.IsForbidden(e.Err):
-		return fmt.Sprintf("RBAC forbids %s: %v; grant the verb %q on %q to this identity (doctor is read-only: get/list on nodes, pods, events, configmaps, runtimeclasses.node.k8s.io, and get on every rendered object with -f)",
-			what, e.Err, e.Verb, e.Resource)
+		msg := fmt.Sprintf("RBAC forbids %s: %v; grant the verb %q on %q to this identity", what, e.Err, e.Verb, e.Resource)
+		if e.Essential {
+			msg += " (doctor is read-only and needs get/list on nodes, pods, events, configmaps and runtimeclasses.node.k8s.io, and get on every rendered object with -f)"
+		}
+		return msg
 	case apierrors.IsUnauthorized(e.Err):
 		return fmt.Sprintf("the API server rejected the credentials for %s: %v; check the user of the kubeconfig context (--kubeconfig, --context) or renew its token", what, e.Err)
 	case unreachable(e.Err):

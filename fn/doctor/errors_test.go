@@ -31,7 +31,8 @@ func TestForbiddenEssentialRead(t *testing.T) {
 		c := fake.NewClientset(gpuNode("gpu-a"), agentConfigMap(), policyRuntimeClass())
 		forbid(c, "list", "", resource)
 		_, err := Diagnose(context.Background(), Input{Client: c})
-		if err == nil || !strings.Contains(err.Error(), "RBAC forbids list "+resource) || !strings.Contains(err.Error(), `grant the verb "list" on "`+resource+`"`) {
+		if err == nil || !strings.Contains(err.Error(), "RBAC forbids list "+resource+" cluster-wide") ||
+			!strings.Contains(err.Error(), `grant the verb "list" on "`+resource+`"`) || !strings.Contains(err.Error(), "needs get/list on nodes") {
 			t.Errorf("%s: want an RBAC error naming verb and resource, got %v", resource, err)
 		}
 	}
@@ -125,6 +126,7 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"--pod", "train"}, ExitFailed, `--pod "train": want NAMESPACE/NAME`},
 		{[]string{"extra"}, ExitFailed, `unexpected argument "extra"`},
 		{[]string{"--kubeconfig", "testdata/no-such-kubeconfig"}, ExitFailed, "loading the kubeconfig"},
+		{[]string{"--kubeconfig", writeKubeconfig(t, "https://127.0.0.1:1"), "--context", "prod"}, ExitFailed, `context "prod" does not exist`},
 	} {
 		code, _, stderr := runDoctor(tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.msg) {
