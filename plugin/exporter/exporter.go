@@ -166,6 +166,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger, ready chan<- strin
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http server: %w", err)
 	}
+	log.Info("stopped", "stage", "exporter")
 	return nil
 }
 

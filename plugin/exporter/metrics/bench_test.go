@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -155,5 +156,9 @@ func TestBenchRigSeriesCount(t *testing.T) {
 	if got := len(series(fams, "DCGM_FI_DEV_FB_USED", map[string]string{"GPU_I_PROFILE": "1g.5gb"})); got != 200 {
 		t.Errorf("MIG FB_USED series: %d, want one per pod (200)", got)
 	}
-	t.Logf("benchmark node: %d series", n)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("benchmark node: %d series, %d bytes per scrape; live heap after rendering %.1f MiB (test process)",
+		n, len(r.scrapeText(t)), float64(ms.HeapAlloc)/(1<<20))
 }
