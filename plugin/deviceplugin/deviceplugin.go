@@ -73,9 +73,12 @@ func New(opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("device plugin config: %w", err)
 	}
 	recovery, _ := RecoveryPeriod(opts.Config)
-	gpus, err := devices.Enumerate(opts.Lib, opts.HostRoot)
+	gpus, skipped, err := devices.Enumerate(opts.Lib, opts.HostRoot)
 	if err != nil {
 		return nil, err
+	}
+	for _, problem := range skipped {
+		opts.Logger.Error("GPU problem at start", "error", problem)
 	}
 	resources, err := devices.Resources(gpus, opts.Config)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	nvmlserver "github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"google.golang.org/grpc"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -320,5 +321,28 @@ func TestMIGSingle(t *testing.T) {
 		if !strings.HasPrefix(d.ID, "MIG-") {
 			t.Errorf("single strategy advertises %s", d.ID)
 		}
+	}
+}
+
+// A GPU that cannot be identified at start (fallen off the bus) is left out; the others are
+// advertised and allocated around the gap, and a GPU whose MIG query fails is still served.
+func TestBrokenGPUAtStartDoesNotStopTheNode(t *testing.T) {
+	h, k := newHarness(t, setup{kubelet: true, mock: func(m *gpunvml.Mock) error {
+		m.Devices[3].(*nvmlserver.Device).GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_GPU_IS_LOST }
+		m.Devices[5].(*nvmlserver.Device).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_UNKNOWN }
+		return nil
+	}})
+	waitRegistrations(t, k, 1, 5*time.Second)
+	c := h.client(k, "nvidia.com/gpu")
+	u := h.uuids
+	list := next(t, watch(t, c), 5*time.Second, "7 devices", func(l []*pluginapi.Device) bool { return len(l) == 7 })
+	if want := slices.Delete(slices.Clone(u), 3, 4); !slices.Equal(ids(list), want) {
+		t.Fatalf("advertised %v, want %v", ids(list), want)
+	}
+	if got := preferred(t, c, []string{u[2], u[4], u[5]}, []string{u[2]}, 2); !slices.Equal(got, []string{u[2], u[4]}) && !slices.Equal(got, []string{u[2], u[5]}) {
+		t.Errorf("preferred %v", got)
+	}
+	if got := preferred(t, c, []string{u[0], u[1], u[2], u[4], u[5]}, nil, 3); !slices.Equal(sorted(got), sorted([]string{u[0], u[1], u[2]})) {
+		t.Errorf("preferred %v, want GPUs 0,1,2 (one NUMA node, 3 gone)", got)
 	}
 }

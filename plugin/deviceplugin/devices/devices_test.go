@@ -53,7 +53,7 @@ func TestEnumerateMIGAndResources(t *testing.T) {
 	if err := m.ConfigureMIG(2, nvml.GPU_INSTANCE_PROFILE_2_SLICE, nvml.GPU_INSTANCE_PROFILE_1_SLICE); err != nil {
 		t.Fatal(err)
 	}
-	gpus, err := devices.Enumerate(m, t.TempDir())
+	gpus, _, err := devices.Enumerate(m, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestEnumerateMIGAndResources(t *testing.T) {
 			}
 		}
 	}
-	gpus, _ = devices.Enumerate(m, t.TempDir())
+	gpus, _, _ = devices.Enumerate(m, t.TempDir())
 	cfg.MIGStrategy = "mixed"
 	if res, _ := devices.Resources(gpus, cfg); res[0].Name != "example.com/gpu" || len(res[0].Devices) != 0 {
 		t.Errorf("mixed with every GPU partitioned: %+v, want an empty example.com/gpu", res[0])

@@ -39,32 +39,42 @@ type MIG struct {
 // Enumerate lists the GPUs NVML sees, with MIG devices and NUMA nodes. The NUMA node of a GPU
 // is read from <hostRoot>/sys/bus/pci/devices/<bus id>/numa_node, the kernel's own answer;
 // NVML's is used only when sysfs has none.
-func Enumerate(lib nvml.Interface, hostRoot string) ([]GPU, error) {
+//
+// One broken GPU does not stop the node: a GPU without a handle or UUID cannot be advertised
+// and is skipped (reported in skipped); one whose other queries fail is kept, without MIG
+// devices, and the health probes decide whether it is usable. err is set only when NVML
+// cannot even count the GPUs.
+func Enumerate(lib nvml.Interface, hostRoot string) (gpus []GPU, skipped []error, err error) {
 	count, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("nvml: device count: %s", nvml.ErrorString(ret))
+		return nil, nil, fmt.Errorf("nvml: device count: %s", nvml.ErrorString(ret))
 	}
-	gpus := make([]GPU, 0, count)
+	gpus = make([]GPU, 0, count)
 	for i := range count {
 		dev, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("nvml: GPU %d: handle: %s", i, nvml.ErrorString(ret))
+			skipped = append(skipped, fmt.Errorf("nvml: GPU %d: handle: %s; not advertised", i, nvml.ErrorString(ret)))
+			continue
 		}
-		g, err := describeGPU(i, dev, hostRoot)
-		if err != nil {
-			return nil, err
+		g, problems := describeGPU(i, dev, hostRoot)
+		if g.UUID == "" {
+			skipped = append(skipped, problems...)
+			continue
 		}
+		skipped = append(skipped, problems...)
 		gpus = append(gpus, g)
 	}
-	return gpus, nil
+	return gpus, skipped, nil
 }
 
-func describeGPU(i int, dev nvml.Device, hostRoot string) (GPU, error) {
+// describeGPU reads one GPU; UUID stays empty when the GPU cannot be identified.
+func describeGPU(i int, dev nvml.Device, hostRoot string) (GPU, []error) {
 	g := GPU{Index: i, Handle: dev, NUMA: -1}
-	var ret nvml.Return
-	if g.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
-		return g, fmt.Errorf("nvml: GPU %d: uuid: %s", i, nvml.ErrorString(ret))
+	uuid, ret := dev.GetUUID()
+	if ret != nvml.SUCCESS {
+		return g, []error{fmt.Errorf("nvml: GPU %d: uuid: %s; not advertised", i, nvml.ErrorString(ret))}
 	}
+	g.UUID = uuid
 	g.Name, _ = dev.GetName()
 	if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
 		g.BusID = SysfsBusID(pci)
@@ -81,14 +91,14 @@ func describeGPU(i int, dev nvml.Device, hostRoot string) (GPU, error) {
 		g.MIGEnabled = cur == nvml.DEVICE_MIG_ENABLE
 	case nvml.ERROR_NOT_SUPPORTED:
 	default:
-		return g, fmt.Errorf("nvml: GPU %d (%s): MIG mode: %s", i, g.UUID, nvml.ErrorString(ret))
+		return g, []error{fmt.Errorf("nvml: GPU %d (%s): MIG mode: %s; advertised without MIG devices", i, g.UUID, nvml.ErrorString(ret))}
 	}
 	if !g.MIGEnabled {
 		return g, nil
 	}
 	migs, err := enumerateMIG(dev)
 	if err != nil {
-		return g, fmt.Errorf("nvml: GPU %d (%s): %w", i, g.UUID, err)
+		return g, []error{fmt.Errorf("nvml: GPU %d (%s): %w; advertised without MIG devices", i, g.UUID, err)}
 	}
 	g.MIG = migs
 	return g, nil

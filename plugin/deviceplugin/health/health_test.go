@@ -22,7 +22,7 @@ func TestProbesWithoutEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
-	gpus, err := devices.Enumerate(m, t.TempDir())
+	gpus, _, err := devices.Enumerate(m, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

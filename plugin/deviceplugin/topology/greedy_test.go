@@ -11,8 +11,9 @@ import (
 func TestBestGreedyOnLargeNodes(t *testing.T) {
 	const n = 24
 	r := rand.New(rand.NewPCG(1, 2))
-	g := &Graph{score: square[int](n)}
+	g := &Graph{score: square[int](n), present: make([]bool, n)}
 	for i := range n {
+		g.present[i] = true
 		for j := i + 1; j < n; j++ {
 			s := r.IntN(100)
 			g.score[i][j], g.score[j][i] = s, s

@@ -33,16 +33,22 @@ type Graph struct {
 	// NVLinks[i][j] is the number of NVLinks between GPU i and j, direct or through NVSwitches.
 	NVLinks [][]int
 	// PCIe[i][j] is the common PCIe ancestor level of GPU i and j.
-	PCIe  [][]nvml.GpuTopologyLevel
-	score [][]int
+	PCIe    [][]nvml.GpuTopologyLevel
+	score   [][]int
+	present []bool
 }
 
-// Build reads the topology of gpus from NVML. gpus[k].Index must be k.
+// Build reads the topology of gpus from NVML. The graph is indexed by NVML GPU index; a GPU
+// missing from gpus (skipped at enumeration) has no links and is never chosen.
 func Build(gpus []devices.GPU) *Graph {
-	n := len(gpus)
-	g := &Graph{NVLinks: square[int](n), PCIe: square[nvml.GpuTopologyLevel](n), score: square[int](n)}
+	n := 0
+	for _, gpu := range gpus {
+		n = max(n, gpu.Index+1)
+	}
+	g := &Graph{NVLinks: square[int](n), PCIe: square[nvml.GpuTopologyLevel](n), score: square[int](n), present: make([]bool, n)}
 	byBus := map[string]int{}
 	for _, gpu := range gpus {
+		g.present[gpu.Index] = true
 		if gpu.BusID != "" {
 			byBus[gpu.BusID] = gpu.Index
 		}
@@ -52,8 +58,10 @@ func Build(gpus []devices.GPU) *Graph {
 	for _, gpu := range gpus {
 		viaSwitch[gpu.Index] = readLinks(gpu, byBus, direct[gpu.Index])
 	}
-	for i := range n {
-		for j := range n {
+	for _, a := range gpus {
+		i := a.Index
+		for _, b := range gpus {
+			j := b.Index
 			if i == j {
 				g.PCIe[i][j] = nvml.TOPOLOGY_INTERNAL
 				continue
@@ -63,7 +71,7 @@ func Build(gpus []devices.GPU) *Graph {
 				links += min(c, viaSwitch[j][sw])
 			}
 			g.NVLinks[i][j] = links
-			level, ret := gpus[i].Handle.GetTopologyCommonAncestor(gpus[j].Handle)
+			level, ret := a.Handle.GetTopologyCommonAncestor(b.Handle)
 			if ret != nvml.SUCCESS {
 				level = nvml.TOPOLOGY_SYSTEM
 			}
@@ -131,7 +139,7 @@ func (g *Graph) Best(avail, must []int, size int) []int {
 	}
 	var cand []int
 	for _, a := range avail {
-		if !in[a] && a >= 0 && a < len(g.score) {
+		if !in[a] && a >= 0 && a < len(g.present) && g.present[a] {
 			in[a] = true
 			cand = append(cand, a)
 		}

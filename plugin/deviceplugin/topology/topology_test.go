@@ -18,7 +18,7 @@ func graphOf(t testing.TB, mock string) *topology.Graph {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpus, err := devices.Enumerate(m, t.TempDir())
+	gpus, _, err := devices.Enumerate(m, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
