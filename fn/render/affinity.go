@@ -92,9 +92,7 @@ func exclusionTerms(base []corev1.NodeSelectorRequirement, pools []v1alpha1.Node
 		var next [][]corev1.NodeSelectorRequirement
 		for _, t := range terms {
 			for _, k := range slices.Sorted(maps.Keys(sel)) {
-				nt := slices.Clone(t)
-				nt = append(nt, corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpNotIn, Values: []string{sel[k]}})
-				next = append(next, nt)
+				next = append(next, withNotIn(t, k, sel[k]))
 			}
 		}
 		terms = next
@@ -104,4 +102,21 @@ func exclusionTerms(base []corev1.NodeSelectorRequirement, pools []v1alpha1.Node
 		out[i] = corev1.NodeSelectorTerm{MatchExpressions: t}
 	}
 	return out, nil
+}
+
+// withNotIn returns a copy of term that also requires key NotIn [value], merged into the
+// term's NotIn requirement on key if it has one.
+func withNotIn(term []corev1.NodeSelectorRequirement, key, value string) []corev1.NodeSelectorRequirement {
+	out := slices.Clone(term)
+	for i, r := range out {
+		if r.Key == key && r.Operator == corev1.NodeSelectorOpNotIn {
+			if !slices.Contains(r.Values, value) {
+				r.Values = append(slices.Clone(r.Values), value)
+				slices.Sort(r.Values)
+			}
+			out[i] = r
+			return out
+		}
+	}
+	return append(out, corev1.NodeSelectorRequirement{Key: key, Operator: corev1.NodeSelectorOpNotIn, Values: []string{value}})
 }

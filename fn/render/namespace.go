@@ -7,8 +7,9 @@ import (
 // renderNamespace makes spec.namespace with Pod Security labels. It must enforce the
 // privileged level: the driver container loads kernel modules and the toolkit installer writes
 // containerd's configuration and restarts it, so both run privileged with hostPID and hostPath
-// mounts, which the baseline level rejects. Audit and warn stay at baseline so every other
-// pod that gains a privilege in this namespace is still reported.
+// mounts, which the baseline level rejects. Audit stays at baseline so the API server's audit
+// log still records every pod here that uses a privilege; warn is left off because it would
+// print the same expected warning on every sync of the driver and toolkit DaemonSets.
 func renderNamespace(c *plan) (Objects, error) {
 	m := c.meta(c.ns, false)
 	for k, v := range map[string]string{
@@ -16,8 +17,6 @@ func renderNamespace(c *plan) (Objects, error) {
 		"pod-security.kubernetes.io/enforce-version": "latest",
 		"pod-security.kubernetes.io/audit":           "baseline",
 		"pod-security.kubernetes.io/audit-version":   "latest",
-		"pod-security.kubernetes.io/warn":            "baseline",
-		"pod-security.kubernetes.io/warn-version":    "latest",
 	} {
 		m.Labels[k] = v
 	}
