@@ -1,0 +1,93 @@
+// Package stages builds the node agent's production stage checks from its configuration:
+// what "the driver stage is done" and "the toolkit stage is done" mean on a node, checked
+// from host files only, so the gate itself stays unprivileged and needs no NVML.
+package stages
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// Stage names beyond config's: the entry stage and the stage that keeps disabled gates shut.
+const (
+	StageEntry    = "entry"
+	StageDisabled = "disabled"
+)
+
+// Checks returns the stage list of `gpu-node-agent gate` for cfg, reading under hostRoot.
+func Checks(cfg *config.Agent, hostRoot string) []gate.StageCheck {
+	downstream := []string{config.LabelToolkitReady, config.LabelDeployDevicePlugin}
+	var disabled []string
+	for _, s := range []struct {
+		on    bool
+		label string
+	}{
+		{cfg.Stages.FeatureDiscovery, config.LabelDeployFeatureDiscovery},
+		{cfg.Stages.Exporter, config.LabelDeployExporter},
+	} {
+		if s.on {
+			downstream = append(downstream, s.label)
+		} else {
+			disabled = append(disabled, s.label)
+		}
+	}
+	checks := []gate.StageCheck{
+		{Stage: StageEntry, Opens: []string{config.LabelDeployDriver}},
+		{Stage: config.StageDriver, Opens: []string{config.LabelDeployToolkit}, Check: DriverCheck(cfg, hostRoot)},
+		{Stage: config.StageToolkit, Opens: downstream, Check: ToolkitCheck(cfg, hostRoot)},
+	}
+	if len(disabled) > 0 {
+		// Last, so its permanent "not ready" closes nothing but its own labels.
+		checks = append(checks, gate.StageCheck{Stage: StageDisabled, Opens: disabled,
+			Check: gate.Static(false, "stages disabled in the policy; their labels stay closed")})
+	}
+	return checks
+}
+
+// DriverCheck verifies the kernel module's version against driver.version/enforce.
+func DriverCheck(cfg *config.Agent, hostRoot string) gate.CheckFunc {
+	return func(context.Context) gate.Result {
+		v, err := driver.Check(hostRoot, cfg.Driver, cfg.CUDAVersion)
+		if err != nil {
+			res := gate.Result{Reason: err.Error()}
+			if errors.Is(err, driver.ErrNoDriver) {
+				res.Labels = map[string]string{config.LabelDriverVersion: "", config.LabelDriverDrift: ""}
+			}
+			return res
+		}
+		labels, annotations := v.Labels()
+		return gate.Result{Ready: v.Satisfied, Reason: v.Reason, Labels: labels, Annotations: annotations}
+	}
+}
+
+// ToolkitCheck verifies the status file written by `toolkit install` after it saw containerd
+// load the handler: for the drop-in this policy rendered, with the policy's handler.
+func ToolkitCheck(cfg *config.Agent, hostRoot string) gate.CheckFunc {
+	return func(context.Context) gate.Result {
+		st, err := toolkit.ReadStatus(hostRoot)
+		if err != nil {
+			return gate.Result{Reason: err.Error()}
+		}
+		if st.DropInSHA256 != cfg.Toolkit.DropInSHA256 {
+			return gate.Result{Reason: fmt.Sprintf("containerd has drop-in sha256 %s, the policy rendered %s: the toolkit stage has not applied this policy yet", short(st.DropInSHA256), short(cfg.Toolkit.DropInSHA256))}
+		}
+		if !slices.Contains(st.Handlers, cfg.Toolkit.RuntimeClassName) {
+			return gate.Result{Reason: fmt.Sprintf("containerd loaded handlers %v, not %q", st.Handlers, cfg.Toolkit.RuntimeClassName)}
+		}
+		return gate.Result{Ready: true, Reason: fmt.Sprintf("containerd %s loaded handler %s (drop-in %s, verified by %s)", st.ContainerdVersion, cfg.Toolkit.RuntimeClassName, short(st.DropInSHA256), st.VerifiedBy)}
+	}
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

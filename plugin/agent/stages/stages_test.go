@@ -1,0 +1,101 @@
+package stages
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+const sha = "8d32d3c0925e245d5953ad43921355a74d29789c2359fc6a101fd0d723c186e1"
+
+func agentConfig() *config.Agent {
+	return &config.Agent{
+		Driver:      config.AgentDriver{Version: "580.95.05", Enforce: "branch"},
+		CUDAVersion: "12.8",
+		Toolkit:     config.AgentToolkit{RuntimeClassName: "nvidia", DropInSHA256: sha},
+		Stages:      config.Stages{FeatureDiscovery: true},
+	}
+}
+
+func writeDriver(t *testing.T, root, version string) {
+	t.Helper()
+	p := filepath.Join(root, driver.ProcVersionFile)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line := "NVRM version: NVIDIA UNIX x86_64 Kernel Module  " + version + "  Tue Sep 30 00:00:00 UTC 2025\n"
+	if err := os.WriteFile(p, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The whole node life cycle through the real checks: entry, driver, toolkit, a driver of
+// another branch (drift closes everything downstream), and the disabled exporter stage.
+func TestStagesThroughGate(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1",
+		Labels: map[string]string{config.LabelDeployExporter: "true"}}})
+	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: Checks(agentConfig(), root),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	labels := func() map[string]string {
+		if _, err := r.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		return n.Labels
+	}
+
+	l := labels()
+	if l[config.LabelDeployDriver] != "true" || l[config.LabelDeployToolkit] != "" || l[config.LabelDeployExporter] != "" {
+		t.Fatalf("no driver yet: %v", l)
+	}
+	writeDriver(t, root, "580.82.07") // same branch: gate opens, drift is labelled
+	l = labels()
+	if l[config.LabelDeployToolkit] != "true" || l[config.LabelDriverDrift] != "true" || l[config.LabelDriverVersion] != "580.82.07" || l[config.LabelDeployDevicePlugin] != "" {
+		t.Fatalf("driver ok: %v", l)
+	}
+	st := toolkit.Status{Handlers: []string{"nvidia"}, DropInSHA256: "0000", ContainerdVersion: "1.7", VerifiedBy: "test", Time: time.Now()}
+	if err := toolkit.WriteStatus(root, st); err != nil {
+		t.Fatal(err)
+	}
+	if l = labels(); l[config.LabelToolkitReady] != "" {
+		t.Fatalf("old drop-in opened the toolkit gate: %v", l)
+	}
+	st.DropInSHA256 = sha
+	if err := toolkit.WriteStatus(root, st); err != nil {
+		t.Fatal(err)
+	}
+	l = labels()
+	for _, k := range []string{config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery} {
+		if l[k] != "true" {
+			t.Fatalf("%s not open: %v", k, l)
+		}
+	}
+	if _, has := l[config.LabelDeployExporter]; has {
+		t.Fatalf("disabled exporter gate open: %v", l)
+	}
+	writeDriver(t, root, "570.172.08")
+	l = labels()
+	if l[config.LabelDeployToolkit] != "" || l[config.LabelDeployDevicePlugin] != "" || l[config.LabelDeployDriver] != "true" {
+		t.Fatalf("other branch must close downstream: %v", l)
+	}
+	n, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if !strings.Contains(n.Annotations[config.AnnotationGateStatus], "570.172.08") {
+		t.Fatalf("gate-status: %s", n.Annotations[config.AnnotationGateStatus])
+	}
+}
