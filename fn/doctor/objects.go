@@ -38,51 +38,61 @@ func (s *snapshot) compareObjects(ctx context.Context, rendered []*unstructured.
 		if localOnly(want) {
 			continue
 		}
-		s.report.ObjectsChecked++
-		f := ObjectFinding{APIVersion: want.GetAPIVersion(), Kind: want.GetKind(), Namespace: want.GetNamespace(), Name: want.GetName()}
-		gvk := want.GroupVersionKind()
-		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		s.report.ObjectsRendered++
+		f, checked, err := s.compareObject(ctx, mapper, want)
 		if err != nil {
-			if !meta.IsNoMatchError(err) {
-				return err
-			}
-			f.Finding = Finding{Severity: SeverityError, Check: "kind-not-served",
-				Message: fmt.Sprintf("the cluster does not serve %s %s (its CRD or API group is not installed)", gvk.GroupVersion(), gvk.Kind),
-				Fix:     installHint(gvk.Group, gvk.Kind)}
-			s.report.Objects = append(s.report.Objects, f)
-			continue
+			return err
 		}
-		ri := s.in.Dynamic.Resource(mapping.Resource)
-		var live *unstructured.Unstructured
-		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-			live, err = ri.Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
-		} else {
-			live, err = ri.Get(ctx, want.GetName(), metav1.GetOptions{})
+		if checked {
+			s.report.ObjectsChecked++
 		}
-		resource := mapping.Resource.GroupResource().String()
-		switch {
-		case apierrors.IsNotFound(err):
-			f.Finding = Finding{Severity: SeverityError, Check: "object-missing",
-				Message: fmt.Sprintf("%s %s is rendered but not in the cluster", want.GetKind(), objectName(want)),
-				Fix:     "sync the rendered manifests (Argo CD / Flux), or kubectl apply the file that holds it"}
-		case err != nil:
-			if err := s.note(s.readErr("get", resource, want.GetNamespace(), want.GetName(), err), "not compared"); err != nil {
-				return err
-			}
-			continue
-		default:
-			changes := diffSubset(want.Object, live.Object)
-			if len(changes) == 0 {
-				continue
-			}
-			f.Finding = Finding{Severity: SeverityError, Check: "object-changed",
-				Message: fmt.Sprintf("%s %s differs from the rendered object in %d field(s)", want.GetKind(), objectName(want), len(changes)),
-				Fix:     "someone changed it outside git: re-sync from git, or move the change into the policy and re-render"}
-			f.Changes = changes[:min(len(changes), maxChanges)]
+		if f != nil {
+			s.report.Objects = append(s.report.Objects, *f)
 		}
-		s.report.Objects = append(s.report.Objects, f)
 	}
 	return nil
+}
+
+// compareObject reads want back from the cluster. checked is false when RBAC hid it (a note
+// says so); the finding is nil when the live object carries every rendered field.
+func (s *snapshot) compareObject(ctx context.Context, mapper meta.RESTMapper, want *unstructured.Unstructured) (*ObjectFinding, bool, error) {
+	f := &ObjectFinding{APIVersion: want.GetAPIVersion(), Kind: want.GetKind(), Namespace: want.GetNamespace(), Name: want.GetName()}
+	gvk := want.GroupVersionKind()
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		f.Finding = Finding{Severity: SeverityError, Check: "kind-not-served",
+			Message: fmt.Sprintf("the cluster does not serve %s %s (its CRD or API group is not installed)", gvk.GroupVersion(), gvk.Kind),
+			Fix:     installHint(gvk.Group, gvk.Kind)}
+		return f, true, nil
+	} else if err != nil {
+		return nil, false, err
+	}
+	ri := s.in.Dynamic.Resource(mapping.Resource)
+	var live *unstructured.Unstructured
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		live, err = ri.Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
+	} else {
+		live, err = ri.Get(ctx, want.GetName(), metav1.GetOptions{})
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		f.Finding = Finding{Severity: SeverityError, Check: "object-missing",
+			Message: fmt.Sprintf("%s %s is rendered but not in the cluster", want.GetKind(), objectName(want)),
+			Fix:     "sync the rendered manifests (Argo CD / Flux), or kubectl apply the file that holds it"}
+		return f, true, nil
+	case err != nil:
+		resource := mapping.Resource.GroupResource().String()
+		return nil, false, s.note(s.readErr("get", resource, want.GetNamespace(), want.GetName(), err), "not compared")
+	}
+	changes := diffSubset(want.Object, live.Object)
+	if len(changes) == 0 {
+		return nil, true, nil
+	}
+	f.Finding = Finding{Severity: SeverityError, Check: "object-changed",
+		Message: fmt.Sprintf("%s %s differs from the rendered object in %d field(s)", want.GetKind(), objectName(want), len(changes)),
+		Fix:     "someone changed it outside git: re-sync from git, or move the change into the policy and re-render"}
+	f.Changes = changes[:min(len(changes), maxChanges)]
+	return f, true, nil
 }
 
 // localOnly: kustomize's own files and objects marked local-config never reach the cluster.

@@ -72,8 +72,8 @@ func writeTable(w io.Writer, r *Report) error {
 	} else {
 		p.linef("\nPODS\n  no pending or failing GPU pods")
 	}
-	if r.ObjectsChecked > 0 {
-		p.linef("\nOBJECTS (%d rendered objects checked, %d missing or changed)", r.ObjectsChecked, len(r.Objects))
+	if r.ObjectsRendered > 0 {
+		p.linef("\nOBJECTS (%d of %d rendered objects checked, %d missing or changed)", r.ObjectsChecked, r.ObjectsRendered, len(r.Objects))
 		for _, o := range r.Objects {
 			p.findings([]Finding{o.Finding})
 			for _, c := range o.Changes {

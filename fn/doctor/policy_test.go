@@ -54,7 +54,7 @@ func TestPolicyFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.ObjectsChecked != len(rendered) {
+		if r.ObjectsChecked != len(rendered) || r.ObjectsRendered != len(rendered) {
 			t.Errorf("checked %d of %d rendered objects", r.ObjectsChecked, len(rendered))
 		}
 		e := r.Expectations

@@ -23,8 +23,10 @@ type Report struct {
 	Nodes        []NodeReport    `json:"nodes"`
 	Pods         []PodReport     `json:"pods"`
 	Objects      []ObjectFinding `json:"objects,omitempty"`
-	// ObjectsChecked is the number of rendered objects compared with the cluster (-f only).
-	ObjectsChecked int `json:"objectsChecked,omitempty"`
+	// ObjectsRendered is the number of rendered objects meant for the cluster (-f only);
+	// ObjectsChecked those doctor could read back (a forbidden read is a note instead).
+	ObjectsRendered int `json:"objectsRendered,omitempty"`
+	ObjectsChecked  int `json:"objectsChecked,omitempty"`
 	// Notes say what could not be checked (a forbidden read of a non-essential resource).
 	Notes []string `json:"notes,omitempty"`
 }
