@@ -149,7 +149,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger, ready chan<- strin
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("serving", "stage", "exporter", "listen", ln.Addr().String(), "interval", o.interval,
+	log.Info("serving", "stage", "exporter", "listen", ln.Addr().String(), "interval", o.interval.String(),
 		"podResourcesSocket", o.socket, "nvmlMock", o.mock)
 	if ready != nil {
 		ready <- ln.Addr().String()
