@@ -261,19 +261,32 @@ func (m *Monitor) probe(now time.Time, report func(Update)) {
 // probeGPU returns why g is not sane, or "".
 func (m *Monitor) probeGPU(g devices.GPU) string {
 	if _, ret := g.Handle.GetMemoryInfo(); ret != nvml.SUCCESS {
-		return "not answering: " + nvml.ErrorString(ret)
+		if gone(ret) {
+			return "not answering: " + nvml.ErrorString(ret)
+		}
+		m.log.Debug("probe query refused", "device", g.UUID, "error", nvml.ErrorString(ret))
 	}
 	count, ret := g.Handle.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
-	switch ret {
-	case nvml.SUCCESS:
+	switch {
+	case ret == nvml.SUCCESS:
 		last, seen := m.ecc[g.UUID]
 		m.ecc[g.UUID] = count
 		if seen && count > last {
 			return fmt.Sprintf("uncorrected ECC errors rose from %d to %d", last, count)
 		}
-	case nvml.ERROR_NOT_SUPPORTED:
-	default:
+	case gone(ret):
 		return "not answering: " + nvml.ErrorString(ret)
 	}
+	// Anything else (ECC off, not supported, no permission) says nothing about the GPU.
 	return ""
+}
+
+// gone reports whether an NVML error means the GPU itself is not working, as opposed to a
+// query this GPU or driver does not offer.
+func gone(ret nvml.Return) bool {
+	switch ret {
+	case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED, nvml.ERROR_TIMEOUT, nvml.ERROR_UNKNOWN, nvml.ERROR_IRQ_ISSUE:
+		return true
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	nvmlserver "github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/devices"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/health"
@@ -22,6 +23,11 @@ func TestProbesWithoutEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+	// GPU 1 refuses the ECC query (ECC off, or no permission): that says nothing about its
+	// health, so no update may name it (expect below would see it first).
+	m.Devices[1].(*nvmlserver.Device).GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
+		return 0, nvml.ERROR_NO_PERMISSION
+	}
 	gpus, _, err := devices.Enumerate(m, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
