@@ -183,3 +183,37 @@ func BenchmarkCollect(b *testing.B) {
 		c.Collect()
 	}
 }
+
+func TestGPUWithoutHandleAtStartIsReportedDown(t *testing.T) {
+	m, err := gpunvml.NewMock("dgxa100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init()
+	byIndex := m.DeviceGetHandleByIndexFunc
+	gone := true
+	m.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if i == 2 && gone {
+			return nil, nvml.ERROR_GPU_IS_LOST
+		}
+		return byIndex(i)
+	}
+	c, err := collector.New(m, collector.Config{Interval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Collect()
+	if len(s.GPUs) != 8 || s.GPUs[2].Up || s.GPUs[2].Index != 2 || s.GPUs[2].LastError == nil || s.GPUs[2].LastError.Error != "ERROR_GPU_IS_LOST" {
+		t.Fatalf("GPU 2 without a handle: %+v", s.GPUs[2])
+	}
+	for i, g := range s.GPUs {
+		if i != 2 && (!g.Up || math.IsNaN(g.Values[collector.GPUTemp])) {
+			t.Errorf("GPU %d not reporting while GPU 2 is lost", i)
+		}
+	}
+	gone = false
+	s = c.Collect()
+	if !s.GPUs[2].Up || s.GPUs[2].UUID == "" || math.IsNaN(s.GPUs[2].Values[collector.GPUTemp]) {
+		t.Errorf("GPU 2 after its handle came back: %+v", s.GPUs[2])
+	}
+}

@@ -122,3 +122,32 @@ func TestDeviceKey(t *testing.T) {
 		}
 	}
 }
+
+func TestReconnectsAfterKubeletRestart(t *testing.T) {
+	srv := podresourcestest.Start(t, podresourcestest.Pod{Namespace: "ns", Name: "before", Containers: []podresourcestest.Container{
+		{Name: "c", Resource: "nvidia.com/gpu", DeviceIDs: []string{"GPU-aaa"}}}})
+	c := newClient(t, srv.Socket, time.Hour)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if err := c.Refresh(context.Background()); err == nil {
+		t.Fatal("Refresh while the kubelet is down succeeded")
+	}
+	srv.SetPods(podresourcestest.Pod{Namespace: "ns", Name: "after", Containers: []podresourcestest.Container{
+		{Name: "c", Resource: "nvidia.com/gpu", DeviceIDs: []string{"GPU-aaa"}}}})
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := c.Refresh(context.Background())
+		if err == nil && len(c.Mapping().Lookup("GPU-aaa")) == 1 && c.Mapping().Lookup("GPU-aaa")[0].Pod == "after" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no reconnect after the kubelet restarted: %v, %v", err, c.Mapping().Lookup("GPU-aaa"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

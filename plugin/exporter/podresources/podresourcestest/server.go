@@ -46,19 +46,34 @@ func Start(t testing.TB, pods ...Pod) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Socket: filepath.Join(dir, "kubelet.sock"), pods: pods, srv: grpc.NewServer()}
-	ln, err := net.Listen("unix", s.Socket)
-	if err != nil {
+	s := &Server{Socket: filepath.Join(dir, "kubelet.sock"), pods: pods}
+	if err := s.serve(); err != nil {
 		t.Fatal(err)
 	}
-	podresourcesv1.RegisterPodResourcesListerServer(s.srv, s)
-	go func() { _ = s.srv.Serve(ln) }()
 	t.Cleanup(func() {
-		s.srv.Stop()
+		s.Stop()
 		_ = os.RemoveAll(dir)
 	})
 	return s
 }
+
+func (s *Server) serve() error {
+	_ = os.Remove(s.Socket) // a stale socket from a stopped server, as a restarted kubelet finds
+	ln, err := net.Listen("unix", s.Socket)
+	if err != nil {
+		return err
+	}
+	srv := grpc.NewServer()
+	podresourcesv1.RegisterPodResourcesListerServer(srv, s)
+	s.mu.Lock()
+	s.srv = srv
+	s.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+	return nil
+}
+
+// Restart serves again on the same socket after Stop, as a restarted kubelet does.
+func (s *Server) Restart() error { return s.serve() }
 
 // SetPods replaces the pods List answers with.
 func (s *Server) SetPods(pods ...Pod) {
@@ -70,8 +85,13 @@ func (s *Server) SetPods(pods ...Pod) {
 // Calls is how many List calls the server answered.
 func (s *Server) Calls() int64 { return s.calls.Load() }
 
-// Stop stops serving (the socket disappears), as when the kubelet goes away.
-func (s *Server) Stop() { s.srv.Stop() }
+// Stop stops serving, as when the kubelet goes away.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	srv.Stop()
+}
 
 // List implements the pod-resources API.
 func (s *Server) List(context.Context, *podresourcesv1.ListPodResourcesRequest) (*podresourcesv1.ListPodResourcesResponse, error) {
