@@ -1,0 +1,140 @@
+// Package cli is gpu-node-agent's command line: one flag set per subcommand, each wiring
+// flags to the agent packages. main only calls Run.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
+)
+
+// command is one subcommand: its flag set is built fresh per use (help and run share it).
+type command struct {
+	name    string
+	summary string
+	flags   func(fs *flag.FlagSet) func(ctx context.Context, env *env) error
+}
+
+// env is what every subcommand gets besides its flags.
+type env struct {
+	stdout, stderr io.Writer
+	log            *slog.Logger
+	args           []string // positional arguments left after flags
+}
+
+func commands() []command {
+	return []command{
+		{"gate", "re-validate every stage on this node each interval and open/close its nvidia.com/gpu.deploy.* labels", gateFlags},
+		{"driver", "check the node's NVIDIA driver against the policy; label version and drift (--watch: validator with readiness)", driverFlags},
+		{"toolkit install", "install the rendered containerd drop-in (merge, import, atomic write, restart, verify, status file)", toolkitInstallFlags},
+		{"toolkit uninstall", "remove the drop-in and the status file, restart containerd per --restart-mode", toolkitUninstallFlags},
+		{"labels", "label the node with gpu-feature-discovery's GPU feature labels from NVML", labelsFlags},
+	}
+}
+
+const usageHead = `gpu-node-agent: the gpupolicy node agent. It verifies each GPU stage on its own node and opens
+the next nvidia.com/gpu.deploy.* label only then, installs the reviewed containerd drop-in, and
+labels driver drift and GPU features. It only ever changes nvidia.com/ labels and annotations
+of the node named by NODE_NAME (or --node).
+
+Usage: gpu-node-agent <subcommand> [flags]
+`
+
+// Usage writes the full manual: every subcommand with every flag.
+func Usage(w io.Writer) {
+	fmt.Fprint(w, usageHead)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "\ngpu-node-agent %s\n    %s\n", c.name, c.summary)
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.flags(fs)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+}
+
+// Run executes one command line and returns the exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		Usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	name, rest := args[0], args[1:]
+	if name == "toolkit" {
+		if len(rest) == 0 {
+			fmt.Fprintln(stderr, "gpu-node-agent toolkit: want a subcommand: install | uninstall")
+			return 2
+		}
+		name, rest = "toolkit "+rest[0], rest[1:]
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		fs := flag.NewFlagSet("gpu-node-agent "+c.name, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		fs.Usage = func() {
+			fmt.Fprintf(stderr, "Usage: gpu-node-agent %s [flags]\n    %s\n", c.name, c.summary)
+			fs.PrintDefaults()
+		}
+		run := c.flags(fs)
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		log := slog.New(slog.NewJSONHandler(stderr, nil))
+		if err := run(ctx, &env{stdout: stdout, stderr: stderr, log: log, args: fs.Args()}); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return 0 // SIGTERM: a clean stop (the toolkit never uninstalls on stop)
+			}
+			log.Error("gpu-node-agent "+c.name+" failed", "error", err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(stderr, "gpu-node-agent: unknown subcommand %q (gate | driver | toolkit install | toolkit uninstall | labels; --help)\n", strings.TrimSpace(name))
+	return 2
+}
+
+// nodeFlag registers --node with NODE_NAME as default.
+func nodeFlag(fs *flag.FlagSet) *string {
+	return fs.String("node", os.Getenv(nodeapi.NodeNameEnv), "this node's name (default: env "+nodeapi.NodeNameEnv+" from the downward API)")
+}
+
+func kubeconfigFlag(fs *flag.FlagSet) *string {
+	return fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster service account)")
+}
+
+func hostRootFlag(fs *flag.FlagSet) *string {
+	return fs.String("host-root", "/host", "where the host's / is mounted; every host path is read and written under it")
+}
+
+// every runs fn now and then every interval until ctx ends; interval 0 runs it once.
+func every(ctx context.Context, interval time.Duration, log *slog.Logger, fn func(context.Context) error) error {
+	for {
+		err := fn(ctx)
+		if interval <= 0 {
+			return err
+		}
+		if err != nil {
+			log.Warn("will retry", "error", err, "retryIn", interval)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}

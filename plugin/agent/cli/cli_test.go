@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+)
+
+func run(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// --help is the manual: every subcommand and every one of its flags.
+func TestHelpDocumentsEverything(t *testing.T) {
+	code, out, _ := run("--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, c := range commands() {
+		if !strings.Contains(out, "gpu-node-agent "+c.name+"\n") {
+			t.Errorf("help lacks subcommand %q", c.name)
+		}
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.flags(fs)
+		fs.VisitAll(func(f *flag.Flag) {
+			if !strings.Contains(out, "-"+f.Name+" ") && !strings.Contains(out, "-"+f.Name+"\n") {
+				t.Errorf("help lacks %s --%s", c.name, f.Name)
+			}
+			if f.Usage == "" {
+				t.Errorf("%s --%s has no usage text", c.name, f.Name)
+			}
+		})
+	}
+	for _, bad := range [][]string{{"frobnicate"}, {"toolkit"}, {"toolkit", "reinstall"}} {
+		if code, _, _ := run(bad...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", bad, code)
+		}
+	}
+}
+
+const agentYAML = `interval: 30s
+driver: {source: preinstalled, version: "580.95.05", enforce: branch}
+cudaVersion: "12.8"
+containerRuntime: {name: containerd, version: "2.1", configPath: /etc/containerd/config.toml, dropInDir: /etc/containerd/conf.d, socket: /run/containerd/containerd.sock, restartMode: none}
+toolkit: {source: container, version: 1.18.0, runtimeClassName: nvidia, runtimePath: /usr/local/nvidia/toolkit/nvidia-container-runtime, cdi: true, dropInSHA256: 8d32d3c0925e245d5953ad43921355a74d29789c2359fc6a101fd0d723c186e1}
+stages: {featureDiscovery: true, exporter: true}
+devicePlugin: {resourceName: nvidia.com/gpu, migStrategy: none, deviceListStrategy: cdi-cri, sharing: {timeSlicing: {replicas: 2}}, healthChecks: {enabled: true, ignoredXIDs: [13]}}
+`
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLabelsDryRunWithMock(t *testing.T) {
+	code, out, errs := run("labels", "--config", writeConfig(t, agentYAML), "--node", "", "--nvml-mock", "dgxa100", "--mock-driver-version", "580.95.05", "--mock-cuda-version", "13.0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"nvidia.com/gpu.count=8\n", "nvidia.com/gpu.replicas=2\n", "nvidia.com/cuda.driver-version.full=580.95.05\n", "nvidia.com/cuda.runtime-version.full=13.0\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("labels lack %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDriverWithMock(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, driver.ProcVersionFile)
+	_ = os.MkdirAll(filepath.Dir(p), 0o755)
+	_ = os.WriteFile(p, []byte("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 30 00:00:00 UTC 2025\n"), 0o644)
+	cfg := writeConfig(t, agentYAML)
+	code, out, errs := run("driver", "--config", cfg, "--host-root", root, "--node", "", "--nvml-mock", "dgxa100", "--mock-driver-version", "580.95.05", "--mock-cuda-version", "13.0")
+	if code != 0 || !strings.Contains(out, `"Satisfied":true`) {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	// The mock's own driver (550.54.15) differs from the kernel module: user space and kernel disagree.
+	code, _, errs = run("driver", "--config", cfg, "--host-root", root, "--node", "", "--nvml-mock", "dgxa100")
+	if code != 1 || !strings.Contains(errs, "user-space and kernel driver differ") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
+
+func TestBadConfigNamesField(t *testing.T) {
+	code, _, errs := run("gate", "--config", writeConfig(t, strings.Replace(agentYAML, "enforce: branch", "enforce: strict", 1)), "--node", "n")
+	if code != 1 || !strings.Contains(errs, "driver.enforce") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	code, _, errs = run("gate", "--config", writeConfig(t, agentYAML+"bogus: 1\n"), "--node", "n")
+	if code != 1 || !strings.Contains(errs, "bogus") {
+		t.Fatalf("unknown field: exit %d: %s", code, errs)
+	}
+}
+
+func TestToolkitInstallCLI(t *testing.T) {
+	root := t.TempDir()
+	dropIn := filepath.Join(t.TempDir(), "99-gpupolicy-nvidia.toml")
+	_ = os.WriteFile(dropIn, []byte("version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.nvidia]\n  runtime_type = \"io.containerd.runc.v2\"\n"), 0o644)
+	proc := t.TempDir()
+	_ = os.WriteFile(filepath.Join(proc, "uptime"), []byte("100.0 100.0\n"), 0o644)
+	args := []string{"toolkit", "install", "--host-root", root, "--drop-in", dropIn, "--containerd-version", "2.1", "--restart-mode", "none", "--containerd-bin", "none", "--proc", proc}
+	if code, out, errs := run(args...); code != 0 || !strings.Contains(out, `"Verified":true`) {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	st, err := toolkit.ReadStatus(root)
+	if err != nil || st.Handlers[0] != "nvidia" {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if code, _, errs := run("toolkit", "install", "--host-root", root, "--drop-in", dropIn); code != 1 || !strings.Contains(errs, "--containerd-version is required") {
+		t.Fatalf("missing version: %d %s", code, errs)
+	}
+	if code, out, _ := run("toolkit", "uninstall", "--host-root", root, "--restart-mode", "none"); code != 0 || out != "removed: true\n" {
+		t.Fatalf("uninstall: %d %q", code, out)
+	}
+}

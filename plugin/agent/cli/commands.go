@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/agentcfg"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/labels"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/stages"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+)
+
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", agentcfg.DefaultPath, "agent config rendered by gpupolicy-fn (ConfigMap "+config.AgentConfigMap+")")
+}
+
+func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
+	cfgPath, hostRoot, node, kubeconfig := configFlag(fs), hostRootFlag(fs), nodeFlag(fs), kubeconfigFlag(fs)
+	interval := fs.Duration("interval", 0, "re-validation interval (default: the config's interval, else 30s)")
+	once := fs.Bool("once", false, "reconcile once and exit (exit 1 when a stage is not ready)")
+	return func(ctx context.Context, e *env) error {
+		cfg, err := agentcfg.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		if *node == "" {
+			return nodeapi.ErrNoNodeName
+		}
+		client, err := nodeapi.NewClient(*kubeconfig)
+		if err != nil {
+			return err
+		}
+		r := &gate.Reconciler{Client: client, Node: *node, Checks: stages.Checks(cfg, *hostRoot), Logger: e.log}
+		if *once {
+			st, err := r.Reconcile(ctx)
+			if err != nil {
+				return err
+			}
+			if err := json.NewEncoder(e.stdout).Encode(st); err != nil {
+				return err
+			}
+			for stage, s := range st {
+				if !s.Ready && stage != stages.StageDisabled {
+					return fmt.Errorf("stage %s not ready: %s", stage, s.Reason)
+				}
+			}
+			return nil
+		}
+		d := *interval
+		if d == 0 {
+			if d, err = agentcfg.Interval(cfg); err != nil {
+				return err
+			}
+		}
+		e.log.Info("gate started", "node", *node, "stage", "gate", "interval", d.String())
+		return r.Run(ctx, d)
+	}
+}
+
+// mockFlags registers --nvml-mock and the mock's versions; open returns NVML (nil, nil
+// when the real library is absent and optional is true).
+func mockFlags(fs *flag.FlagSet) func(optional bool) (gonvml.Interface, error) {
+	mock := fs.String("nvml-mock", "", "demos and tests only: use the named NVML mock ("+strings.Join(nvml.Mocks(), ", ")+") instead of libnvidia-ml.so.1")
+	drv := fs.String("mock-driver-version", "", "with --nvml-mock: the driver version the mock reports (default: the mock's own, 550.54.15)")
+	cuda := fs.String("mock-cuda-version", "", "with --nvml-mock: the CUDA driver version the mock reports, MAJOR.MINOR (default: the mock's own, 12.4)")
+	return func(optional bool) (gonvml.Interface, error) {
+		var c int
+		if *cuda != "" {
+			var err error
+			if c, err = nvml.ParseCUDAVersion(*cuda); err != nil {
+				return nil, fmt.Errorf("--mock-cuda-version: %w", err)
+			}
+		}
+		lib, err := nvml.Open(*mock, nvml.WithDriverVersion(*drv), nvml.WithCUDADriverVersion(c))
+		if optional && (errors.Is(err, nvml.ErrLibraryNotFound) || errors.Is(err, nvml.ErrDriverNotLoaded)) {
+			return nil, nil
+		}
+		return lib, err
+	}
+}
+
+func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
+	cfgPath, hostRoot, node, kubeconfig := configFlag(fs), hostRootFlag(fs), nodeFlag(fs), kubeconfigFlag(fs)
+	openNVML := mockFlags(fs)
+	watch := fs.Bool("watch", false, "keep checking every --interval and serve readiness on --listen (the gpu-driver validator DaemonSet)")
+	interval := fs.Duration("interval", time.Minute, "with --watch: time between checks")
+	listen := fs.String("listen", ":8081", "with --watch: address of the readiness endpoint; GET /readyz (and /healthz) is 200 while the driver satisfies the policy, else 503 with the reason")
+	return func(ctx context.Context, e *env) error {
+		cfg, err := agentcfg.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		log := e.log.With("node", *node, "stage", config.StageDriver)
+		var publish func(context.Context, driver.Verdict) error
+		if *node != "" {
+			client, err := nodeapi.NewClient(*kubeconfig)
+			if err != nil {
+				return err
+			}
+			publish = func(ctx context.Context, v driver.Verdict) error { return driver.Publish(ctx, client, *node, v, log) }
+		}
+		check := func(ctx context.Context) (driver.Verdict, error) {
+			found, err := driver.KernelVersion(*hostRoot)
+			if err != nil {
+				return driver.Verdict{Reason: err.Error()}, err
+			}
+			var nv *driver.NVMLVersions
+			lib, err := openNVML(true)
+			if err != nil {
+				return driver.Verdict{Reason: err.Error()}, err
+			}
+			if lib != nil {
+				defer lib.Shutdown()
+				q, err := driver.QueryNVML(lib)
+				if err != nil {
+					return driver.Verdict{Reason: err.Error()}, err
+				}
+				nv = &q
+			} else {
+				log.Debug("NVML not available (before the toolkit stage): kernel module version only")
+			}
+			v := driver.Compare(cfg.Driver, cfg.CUDAVersion, found, nv)
+			log.Info("driver checked", "expected", v.Expected, "found", v.Found, "enforce", v.Enforce, "drift", v.Drift, "satisfied", v.Satisfied, "reason", v.Reason)
+			if publish != nil {
+				if err := publish(ctx, v); err != nil {
+					return v, err
+				}
+			}
+			return v, nil
+		}
+		if !*watch {
+			v, err := check(ctx)
+			if err != nil {
+				return err
+			}
+			if err := json.NewEncoder(e.stdout).Encode(v); err != nil {
+				return err
+			}
+			if !v.Satisfied {
+				return fmt.Errorf("driver does not satisfy the policy: %s", v.Reason)
+			}
+			return nil
+		}
+		var health driver.Health
+		if err := serveHealth(ctx, *listen, &health); err != nil {
+			return err
+		}
+		return every(ctx, *interval, log, func(ctx context.Context) error {
+			v, err := check(ctx)
+			health.Set(err == nil && v.Satisfied, v.Reason)
+			return err
+		})
+	}
+}
+
+// serveHealth serves h on /readyz and /healthz until ctx ends.
+func serveHealth(ctx context.Context, addr string, h http.Handler) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/readyz", h)
+	mux.Handle("/healthz", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	return nil
+}
+
+func labelsFlags(fs *flag.FlagSet) func(context.Context, *env) error {
+	cfgPath, node, kubeconfig := configFlag(fs), nodeFlag(fs), kubeconfigFlag(fs)
+	openNVML := mockFlags(fs)
+	interval := fs.Duration("interval", 0, "relabel every interval (0: once and exit)")
+	return func(ctx context.Context, e *env) error {
+		cfg, err := agentcfg.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		log := e.log.With("node", *node, "stage", config.StageFeatureDiscovery)
+		lib, err := openNVML(false)
+		if err != nil {
+			return err
+		}
+		defer lib.Shutdown()
+		if *node == "" { // no API: print the labels (a dry run on a host)
+			l, err := labels.FromNVML(lib, labels.PoolFor(cfg, nil))
+			if err != nil {
+				return err
+			}
+			return printLabels(e, l)
+		}
+		client, err := nodeapi.NewClient(*kubeconfig)
+		if err != nil {
+			return err
+		}
+		return every(ctx, *interval, log, func(ctx context.Context) error {
+			var computeErr error
+			_, err := nodeapi.Converge(ctx, client, *node, func(n *corev1.Node) []nodeapi.Change {
+				l, err := labels.FromNVML(lib, labels.PoolFor(cfg, n.Labels))
+				if err != nil {
+					computeErr = err
+					return nil
+				}
+				if c := nodeapi.Diff(n, l, nil); !c.Empty() {
+					log.Info("feature labels changed", "labels", len(c.Labels))
+					return []nodeapi.Change{c}
+				}
+				return nil
+			})
+			return errors.Join(computeErr, err)
+		})
+	}
+}
+
+func printLabels(e *env, l map[string]string) error {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, err := fmt.Fprintf(e.stdout, "%s=%s\n", k, l[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

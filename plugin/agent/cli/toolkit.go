@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// restartFlags are shared by install and uninstall.
+func restartFlags(fs *flag.FlagSet, in *toolkit.Installer) {
+	fs.StringVar(&in.RestartMode, "restart-mode", toolkit.RestartSystemd, "how to restart containerd after a change: systemd (systemctl restart --systemd-unit in the host root) | signal (SIGTERM to containerd; its supervisor restarts it; needs hostPID) | none (a person restarts it; the gate stays closed until then)")
+	fs.StringVar(&in.SystemdUnit, "systemd-unit", toolkit.DefaultUnit, "containerd's systemd unit (restart-mode systemd)")
+	fs.StringVar(&in.ProcDir, "proc", "/proc", "the host's /proc (the DaemonSet runs with hostPID): finds containerd and its start time")
+	fs.StringVar(&in.ConfigPath, "config-path", toolkit.DefaultConfigPath, "containerd's main config, a host path read under --host-root (spec.containerRuntime.configPath)")
+	fs.StringVar(&in.DropInDir, "drop-in-dir", toolkit.DefaultDropInDir, "directory the drop-in is installed in, a host path under --host-root (spec.containerRuntime.dropInDir); the file is named "+config.DropInFile)
+	fs.StringVar(&in.HostRoot, "host-root", "/host", "where the host's / is mounted")
+}
+
+func toolkitInstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
+	in := &toolkit.Installer{}
+	restartFlags(fs, in)
+	fs.StringVar(&in.DropInSource, "drop-in", config.DropInDir+"/"+config.DropInFile, "the rendered drop-in (ConfigMap "+config.DropInConfigMap+" mounted in the container)")
+	fs.StringVar(&in.ContainerdVersion, "containerd-version", "", "containerd minor on the node, X.Y (spec.containerRuntime.version); below 2.1 the node's CRI plugin sections are merged into the drop-in; required")
+	fs.StringVar(&in.ContainerdBinary, "containerd-bin", "", "host path of containerd, run as 'containerd config dump' to read the node's effective config (default: found under --host-root in /usr/bin, /usr/local/bin, /bin, /opt/bin; \"none\": read the config files instead)")
+	fs.DurationVar(&in.RestartTimeout, "restart-timeout", 90*time.Second, "how long to wait for containerd to come back after a restart")
+	watch := fs.Duration("watch", 0, "keep running and re-apply every interval (re-installs if the node drifts; never uninstalls on stop); 0 installs once and exits")
+	return func(ctx context.Context, e *env) error {
+		if in.ContainerdVersion == "" {
+			return fmt.Errorf("--containerd-version is required (spec.containerRuntime.version, e.g. 1.7 or 2.1)")
+		}
+		in.Logger = e.log
+		return every(ctx, *watch, e.log, func(ctx context.Context) error {
+			res, err := in.Install(ctx)
+			if err != nil {
+				return err
+			}
+			if *watch == 0 {
+				if err := json.NewEncoder(e.stdout).Encode(res); err != nil {
+					return err
+				}
+			}
+			if !res.Verified {
+				return fmt.Errorf("not verified: %s", res.Reason)
+			}
+			if res.Changed || res.Restarted {
+				e.log.Info("toolkit stage verified", "stage", config.StageToolkit, "handlers", res.Status.Handlers, "verifiedBy", res.Status.VerifiedBy)
+			}
+			return nil
+		})
+	}
+}
+
+func toolkitUninstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
+	in := &toolkit.Installer{}
+	restartFlags(fs, in)
+	return func(ctx context.Context, e *env) error {
+		in.Logger = e.log
+		removed, err := in.Uninstall(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "removed: %v\n", removed)
+		return nil
+	}
+}
