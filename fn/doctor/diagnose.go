@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -221,7 +222,37 @@ func (s *snapshot) podGPUs(p *corev1.Pod) (string, int64) {
 			return name, n
 		}
 	}
+	for _, name := range migResources(p) {
+		if n := podRequest(p, corev1.ResourceName(name)); n > 0 {
+			return name, n
+		}
+	}
 	return s.exp.ResourceName, 0
+}
+
+// migResources are the MIG slice resources the pod's containers name, sorted.
+func migResources(p *corev1.Pod) []string {
+	var names []string
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		for _, list := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+			for name := range list {
+				if n := string(name); strings.HasPrefix(n, migResourcePrefix) && !slices.Contains(names, n) {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// quantity is the integer value of an extended resource in list, 0 when absent.
+func quantity(list corev1.ResourceList, name string) int64 {
+	q, ok := list[corev1.ResourceName(name)]
+	if !ok {
+		return 0
+	}
+	return q.Value()
 }
 
 // podRequest is the pod's effective request of an extended resource: the larger of the sum over

@@ -94,6 +94,7 @@ func TestNodeDiagnoses(t *testing.T) {
 		{name: "node-no-device-plugin", node: gpuNode("gpu-a", withGPUs(0, 0)), check: "gpu-capacity", gate: GateStateOpen},
 		{name: "node-unhealthy-gpus", node: gpuNode("gpu-a", withGPUs(8, 6)), warning: "gpu-capacity", gate: GateStateOpen},
 		{name: "node-gpu-count-mismatch", node: gpuNode("gpu-a", withGPUs(7, 7)), warning: "gpu-count", gate: GateStateOpen},
+		{name: "node-mig-mixed", node: migNode("gpu-a"), gate: GateStateOpen},
 		{name: "node-opted-out", node: gpuNode("gpu-a", withLabel(config.LabelDeployDevicePlugin, "false"), withGPUs(0, 0)), warning: "opt-out", gate: GateStateOptedOut},
 		{name: "node-not-ready", node: gpuNode("gpu-a", notReady), check: "node-not-ready", gate: GateStateOpen},
 		{name: "node-not-admitted", node: gpuNode("gpu-a", withoutLabels(config.LabelDeployDriver, config.LabelDeployToolkit, config.LabelToolkitReady,

@@ -11,6 +11,10 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
+// migResourcePrefix names the resources of MIG slices under migStrategy mixed
+// (nvidia.com/mig-1g.5gb, ...), advertised instead of nvidia.com/gpu.
+const migResourcePrefix = "nvidia.com/mig-"
+
 // Labels written by the agent's feature-discovery stage under gpu-feature-discovery's names.
 const (
 	labelGPUCount    = "nvidia.com/gpu.count"
@@ -242,12 +246,13 @@ func (s *snapshot) gpuState(n *corev1.Node) GPUState {
 	if v, err := strconv.Atoi(n.Labels[labelGPUReplicas]); err == nil && v > 0 {
 		g.Replicas = v
 	}
-	name := corev1.ResourceName(res)
-	if q, ok := n.Status.Capacity[name]; ok {
-		g.Capacity = q.Value()
-	}
-	if q, ok := n.Status.Allocatable[name]; ok {
-		g.Allocatable = q.Value()
+	g.Capacity = quantity(n.Status.Capacity, res)
+	g.Allocatable = quantity(n.Status.Allocatable, res)
+	for name, q := range n.Status.Capacity {
+		if strings.HasPrefix(string(name), migResourcePrefix) {
+			g.MIGCapacity += q.Value()
+			g.MIGAllocatable += quantity(n.Status.Allocatable, string(name))
+		}
 	}
 	return g
 }
@@ -257,14 +262,20 @@ func (s *snapshot) gpuFindings(r *NodeReport, onNode string, add func(sev, check
 	g := r.GPUs
 	res := g.Resource
 	switch {
-	case plugin == GateStateOpen && g.Allocatable == 0:
+	case plugin == GateStateOpen && g.Allocatable == 0 && g.MIGAllocatable == 0:
 		add(SeverityError, "gpu-capacity", fmt.Sprintf("the device-plugin gate is open but the kubelet advertises no allocatable %s (capacity %d)", res, g.Capacity),
 			fmt.Sprintf("see the gpu-device-plugin pod on %s (%s): it has not registered with the kubelet, or reports every GPU unhealthy", r.Name, onNode))
-	case plugin == GateStateOpen && g.Allocatable < g.Capacity:
-		add(SeverityWarning, "gpu-capacity", fmt.Sprintf("%d of %d %s are unhealthy (capacity %d, allocatable %d)", g.Capacity-g.Allocatable, g.Capacity, res, g.Capacity, g.Allocatable),
+	case plugin == GateStateOpen && g.Allocatable+g.MIGAllocatable < g.Capacity+g.MIGCapacity:
+		what := res
+		if g.MIGCapacity > 0 {
+			what += " and MIG devices"
+		}
+		capacity, allocatable := g.Capacity+g.MIGCapacity, g.Allocatable+g.MIGAllocatable
+		add(SeverityWarning, "gpu-capacity", fmt.Sprintf("%d of %d %s are unhealthy (capacity %d, allocatable %d)", capacity-allocatable, capacity, what, capacity, allocatable),
 			fmt.Sprintf("the device plugin marked GPUs unhealthy after XID errors: kubectl describe node %s; they return after the recovery period, else drain the node and reset the GPU", r.Name))
 	}
-	if g.Found >= 0 && g.Capacity > 0 && int64(g.Found*g.Replicas) != g.Capacity {
+	// MIG slices do not map to whole GPUs, so the count check only holds without them.
+	if g.Found >= 0 && g.Capacity > 0 && g.MIGCapacity == 0 && int64(g.Found*g.Replicas) != g.Capacity {
 		add(SeverityWarning, "gpu-count", fmt.Sprintf("the agent found %d GPUs (%s) × %d replicas, but the kubelet capacity of %s is %d", g.Found, labelGPUCount, g.Replicas, res, g.Capacity),
 			fmt.Sprintf("a GPU fell off the bus or the device plugin config differs from the policy: compare nvidia-smi on %s with the gpu-device-plugin ConfigMap", r.Name))
 	}

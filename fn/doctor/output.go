@@ -169,7 +169,11 @@ func gpuSummary(g GPUState) string {
 			found += fmt.Sprintf("x%d", g.Replicas)
 		}
 	}
-	return fmt.Sprintf("%s/%d/%d/%d", found, g.Capacity, g.Allocatable, g.InUse)
+	s := fmt.Sprintf("%s/%d/%d/%d", found, g.Capacity, g.Allocatable, g.InUse)
+	if g.MIGCapacity > 0 {
+		s += fmt.Sprintf(" +MIG %d/%d", g.MIGCapacity, g.MIGAllocatable)
+	}
+	return s
 }
 
 func rcSummary(f RuntimeClassFit) string {

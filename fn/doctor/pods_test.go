@@ -72,6 +72,10 @@ func TestPodDiagnoses(t *testing.T) {
 			objs: objects(gpuNode("gpu-a"), poolNode("gpu-i"), policyRuntimeClass(), poolConfigMap(),
 				gpuPod("default", "serve", 0, boundTo("gpu-i", corev1.PodRunning), asksFor("nvidia.com/gpu.shared", 32)),
 				gpuPod("default", "train", 0, asksFor("nvidia.com/gpu.shared", 1)))},
+		{name: "pod-mig-profile-missing", gate: PodGateGPUResource, fixHas: "no GPU node advertises the MIG profile 3g.20gb",
+			objs: objects(migNode("gpu-m"), policyRuntimeClass(), gpuPod("default", "train", 0, asksFor("nvidia.com/mig-3g.20gb", 1)))},
+		{name: "pod-mig-scheduler", gate: PodGateScheduler, fixHas: "not a GPU one",
+			objs: objects(migNode("gpu-m"), policyRuntimeClass(), gpuPod("default", "train", 0, asksFor("nvidia.com/mig-1g.5gb", 2)))},
 		{name: "pod-healthy", in: Input{Pod: "default/busy"}, gate: PodGateNone,
 			objs: objects(gpuNode("gpu-b"), busy, policyRuntimeClass())},
 	}
@@ -120,6 +124,16 @@ func poolConfigMap() *corev1.ConfigMap {
 func poolNode(name string) *corev1.Node {
 	n := gpuNode(name, withLabel("pool", "inference"), withLabel(labelGPUReplicas, "4"))
 	n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu.shared": *resource.NewQuantity(32, resource.DecimalSI)}
+	n.Status.Allocatable = n.Status.Capacity.DeepCopy()
+	return n
+}
+
+// migNode is a healthy node whose 8 GPUs are partitioned into 7 1g.5gb slices each, advertised
+// by a device plugin with migStrategy mixed (no whole nvidia.com/gpu left).
+func migNode(name string) *corev1.Node {
+	n := gpuNode(name)
+	n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(0, resource.DecimalSI),
+		"nvidia.com/mig-1g.5gb": *resource.NewQuantity(56, resource.DecimalSI)}
 	n.Status.Allocatable = n.Status.Capacity.DeepCopy()
 	return n
 }

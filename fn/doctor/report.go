@@ -112,6 +112,10 @@ type GPUState struct {
 	Replicas    int   `json:"replicas"`
 	Capacity    int64 `json:"capacity"`
 	Allocatable int64 `json:"allocatable"`
+	// MIGCapacity and MIGAllocatable sum the nvidia.com/mig-* resources a device plugin with
+	// migStrategy mixed advertises instead of whole GPUs.
+	MIGCapacity    int64 `json:"migCapacity,omitempty"`
+	MIGAllocatable int64 `json:"migAllocatable,omitempty"`
 	// InUse is the sum of the requests of the node's running and pending pods.
 	InUse int64 `json:"inUse"`
 }

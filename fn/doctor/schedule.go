@@ -98,33 +98,41 @@ func (s *snapshot) free(n *corev1.Node, res string) int64 {
 // noGPUFinding explains the resource gate per GPU node and points the fix at the node whose
 // broken stage keeps its GPUs from being advertised, which is usually the real cause.
 func (s *snapshot) noGPUFinding(res string, need int64) Finding {
-	var reports []*NodeReport
+	type nodeGPUs struct {
+		r                  *NodeReport
+		allocatable, inUse int64
+	}
+	var nodes []nodeGPUs
 	var blocked *NodeReport
 	var largest int64
+	mig := strings.HasPrefix(res, migResourcePrefix)
 	for i := range s.nodes {
-		r, ok := s.nodeReports[s.nodes[i].Name]
-		if !ok || r.GPUs.Resource != res {
+		n := &s.nodes[i]
+		r, ok := s.nodeReports[n.Name]
+		if !ok || (!mig && r.GPUs.Resource != res) {
 			continue // not a GPU node, or its pool serves another resource
 		}
-		reports = append(reports, r)
-		largest = max(largest, r.GPUs.Allocatable)
-		if _, broken := firstError(r.Findings); broken && r.GPUs.Allocatable == 0 && blocked == nil {
+		g := nodeGPUs{r, quantity(n.Status.Allocatable, res), s.inUse[n.Name][res]}
+		nodes = append(nodes, g)
+		largest = max(largest, g.allocatable)
+		if _, broken := firstError(r.Findings); broken && g.allocatable == 0 && blocked == nil {
 			blocked = r
 		}
 	}
 	f := Finding{Severity: SeverityError, Check: PodGateGPUResource,
 		Message: fmt.Sprintf("no node has %d free %s", need, res)}
-	if len(reports) == 0 {
+	if len(nodes) == 0 {
 		f.Message += ": the cluster has no GPU node (none matches " + selectorString(s.exp.EntrySelector) + ")"
 		f.Fix = "label the GPU nodes with the policy's entry selector: kubectl label node NODE " + selectorString(s.exp.EntrySelector)
 		return f
 	}
 	// The node the fix points at gets its whole finding; the others only its name, so the
 	// line stays readable on a large fleet (their details are in the NODES section).
-	parts := make([]string, 0, len(reports))
-	for _, r := range reports {
-		if r.GPUs.Allocatable > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d of %d free", r.Name, r.GPUs.Allocatable-r.GPUs.InUse, r.GPUs.Allocatable))
+	parts := make([]string, 0, len(nodes))
+	for _, g := range nodes {
+		r := g.r
+		if g.allocatable > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d of %d free", r.Name, g.allocatable-g.inUse, g.allocatable))
 			continue
 		}
 		why := r.Name + " advertises none"
@@ -142,6 +150,10 @@ func (s *snapshot) noGPUFinding(res string, need int64) Finding {
 	case blocked != nil:
 		first, _ := firstError(blocked.Findings)
 		f.Fix = "on " + blocked.Name + ": " + first.Fix
+	case largest == 0 && mig:
+		f.Fix = fmt.Sprintf("no GPU node advertises the MIG profile %s: partition a node's GPUs into it (migStrategy mixed advertises one resource per profile), or ask for a profile a node has", strings.TrimPrefix(res, migResourcePrefix))
+	case largest == 0:
+		f.Fix = fmt.Sprintf("no GPU node advertises %s: ask for the policy's resource %s, or check the device plugin configuration", res, s.exp.ResourceName)
 	case need > largest:
 		f.Fix = fmt.Sprintf("the pod asks for %d %s but the largest node has %d: lower the request", need, res, largest)
 	default:
