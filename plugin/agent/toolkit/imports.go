@@ -43,9 +43,8 @@ func withImport(src []byte, configHostPath, pattern string, configVersion int) (
 		if err != nil {
 			return nil, fmt.Errorf("%s: imports: %w", configHostPath, err)
 		}
-		body := strings.TrimSpace(stripComments(text[loc[1]:end]))
 		sep := ", "
-		if body == "" || strings.HasSuffix(body, ",") {
+		if last := lastSignificant(text[loc[1]:end]); last == 0 || last == ',' {
 			sep = " "
 		}
 		out = text[:end] + sep + entry + text[end:]
@@ -96,14 +95,27 @@ func arrayEnd(s string, i int) (int, error) {
 	return 0, fmt.Errorf("unterminated array")
 }
 
-func stripComments(s string) string {
-	var b strings.Builder
-	for _, line := range strings.Split(s, "\n") {
-		if i := strings.Index(line, "#"); i >= 0 && !strings.ContainsAny(line[:i], `"'`) {
-			line = line[:i]
+// lastSignificant returns the last byte of s outside comments and whitespace (a closing
+// quote for a string), or 0 when there is none.
+func lastSignificant(s string) byte {
+	var last byte
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '#':
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+		case '"', '\'':
+			for i++; i < len(s) && s[i] != c; i++ {
+				if c == '"' && s[i] == '\\' {
+					i++
+				}
+			}
+			last = c
+		case ' ', '\t', '\n', '\r':
+		default:
+			last = c
 		}
-		b.WriteString(line)
-		b.WriteByte('\n')
 	}
-	return b.String()
+	return last
 }

@@ -20,7 +20,10 @@ func inChild() bool { return os.Getenv(childEnv) == "1" }
 
 // runInNamespace re-runs the calling test inside the namespace; it returns true when the
 // caller is already the child and must do the work.
-func runInNamespace(t *testing.T) bool {
+func runInNamespace(t *testing.T) bool { return runInNamespaces(t) }
+
+// runInNamespaces is runInNamespace with extra unshare flags (e.g. a PID namespace).
+func runInNamespaces(t *testing.T, unshareFlags ...string) bool {
 	t.Helper()
 	if inChild() {
 		return true
@@ -35,9 +38,10 @@ func runInNamespace(t *testing.T) bool {
 		}
 	}
 	script := `set -e; mount --bind "$1" /etc/containerd; mount --bind "$2" "$3"; shift 3; exec "$@"`
-	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+	args := append(append([]string{"-m", "--propagation", "private"}, unshareFlags...), "sh", "-c", script, "sh")
+	cmd := exec.Command("unshare", append(args,
 		etc, lib, filepath.Dir(config.ToolkitStatusFile),
-		os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1")
+		os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1")...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	t.Logf("namespace child:\n%s", out)
