@@ -80,10 +80,12 @@ func Compare(base, head *audit.Input) (*Report, error) {
 		return nil, fmt.Errorf("%s: %w", head.Path, err)
 	}
 	r := &Report{Base: base.Path, Head: head.Path}
-	r.Versions = changedValues(versionsOf(base), versionsOf(head), versionOrder)
+	// A version only one side records (a rendered tree has no kubernetesVersion) is unknown,
+	// not changed; a container only one side has is an image added or removed.
+	r.Versions = changedValues(versionsOf(base), versionsOf(head), versionOrder, false)
 	r.Objects = compareObjects(base.Objects, head.Objects)
 	bi, hi := imagesOf(ba), imagesOf(ha)
-	r.Images = changedValues(bi, hi, unionKeys(bi, hi))
+	r.Images = changedValues(bi, hi, unionKeys(bi, hi), true)
 	r.Privileges = compareSets(privilegesOf(ba), privilegesOf(ha))
 	r.Gates = compareSets(gatesOf(ba, base.Objects), gatesOf(ha, head.Objects))
 	r.RBAC = compareSets(rbacOf(ba), rbacOf(ha))
@@ -162,21 +164,18 @@ func versionsOf(in *audit.Input) map[string]string {
 	return out
 }
 
-// changedValues lists the keys (in order) whose values differ; a key missing on one side and
-// present on the other is a change only for inputs that record it on both sides.
-func changedValues(a, b map[string]string, order []string) []ValueChange {
+// changedValues lists the keys (in order) whose values differ. oneSided says whether a key
+// that is set on one side only counts as a change.
+func changedValues(a, b map[string]string, order []string, oneSided bool) []ValueChange {
 	out := []ValueChange{}
 	for _, k := range order {
-		av, aok := a[k]
-		bv, bok := b[k]
-		if av != bv && (aok == bok || (av != "" && bv != "") || isImageKey(k)) {
+		av, bv := a[k], b[k]
+		if av != bv && (oneSided || (av != "" && bv != "")) {
 			out = append(out, ValueChange{Name: k, From: av, To: bv})
 		}
 	}
 	return out
 }
-
-func isImageKey(k string) bool { return strings.Contains(k, " container ") }
 
 func unionKeys(a, b map[string]string) []string {
 	set := map[string]bool{}

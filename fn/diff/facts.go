@@ -45,11 +45,15 @@ func privilegesOf(r *audit.Report) map[string][]string {
 			for _, cp := range c.CapabilitiesAdd {
 				f = append(f, "capability "+cp)
 			}
+			mounted := map[string]bool{}
 			for _, h := range c.HostPaths {
 				f = append(f, fmt.Sprintf("hostPath %s (%s)", h.Path, map[bool]string{true: "ro", false: "rw"}[h.ReadOnly]))
+				mounted[h.Path] = !h.ReadOnly
 			}
 			for _, hw := range c.HostWrites {
-				f = append(f, "writes "+hw.Path)
+				if !mounted[hw.Path] { // a read-write mount already says it
+					f = append(f, "writes "+hw.Path)
+				}
 			}
 			out[workloadName(w)+" container "+c.Name] = f
 		}

@@ -1,0 +1,58 @@
+package diff
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestGitHubActionsExample keeps examples/github-actions/gpupolicy.yaml honest: it parses as a
+// workflow, every run script is valid bash, and it uses the commands and flags this package
+// and the render CLI define.
+func TestGitHubActionsExample(t *testing.T) {
+	data, err := os.ReadFile("../../examples/github-actions/gpupolicy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		On   map[string]any `json:"on"`
+		Jobs map[string]struct {
+			Steps []struct {
+				Name string `json:"name"`
+				Uses string `json:"uses"`
+				Run  string `json:"run"`
+			} `json:"steps"`
+		} `json:"jobs"`
+	}
+	if err := yaml.UnmarshalStrict(data, &wf); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := wf.On["pull_request"]; !ok || len(wf.Jobs) != 1 {
+		t.Fatalf("want one job on pull_request, got %+v", wf)
+	}
+	var all strings.Builder
+	for _, job := range wf.Jobs {
+		for _, s := range job.Steps {
+			if s.Run == "" {
+				continue
+			}
+			all.WriteString(s.Run)
+			if _, err := exec.LookPath("bash"); err != nil {
+				continue
+			}
+			cmd := exec.Command("bash", "-n")
+			cmd.Stdin = strings.NewReader(s.Run)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("step %q is not valid bash: %v\n%s", s.Name, err, out)
+			}
+		}
+	}
+	for _, want := range []string{"gpupolicy-fn render -f", "gpupolicy-fn diff --fail-on none", "--fail-on warning", "--fail-on error", "gpupolicy-fn audit -f", "gh pr comment"} {
+		if !strings.Contains(all.String(), want) {
+			t.Errorf("workflow lacks %q", want)
+		}
+	}
+}
