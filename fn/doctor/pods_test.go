@@ -76,6 +76,21 @@ func TestPodDiagnoses(t *testing.T) {
 			objs: objects(migNode("gpu-m"), policyRuntimeClass(), gpuPod("default", "train", 0, asksFor("nvidia.com/mig-3g.20gb", 1)))},
 		{name: "pod-mig-scheduler", gate: PodGateScheduler, fixHas: "not a GPU one",
 			objs: objects(migNode("gpu-m"), policyRuntimeClass(), gpuPod("default", "train", 0, asksFor("nvidia.com/mig-1g.5gb", 2)))},
+		{name: "pod-affinity", gate: PodGateNodeSelector, fixHas: "required node affinity",
+			objs: objects(gpuNode("gpu-a"), policyRuntimeClass(), gpuPod("default", "train", 1, func(p *corev1.Pod) {
+				p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+						{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-H100-80GB-HBM3"}}}}}}}}
+			}))},
+		{name: "pod-other-runtimeclass-missing", gate: PodGateRuntimeClassMissing, fixHas: "set runtimeClassName: nvidia",
+			objs: objects(gpuNode("gpu-a"), policyRuntimeClass(), gpuPod("default", "train", 1, withRuntimeClass("nvidia-legacy")))},
+		{name: "pod-other-runtimeclass", gate: PodGateRuntimeClassSelector, fixHas: "use runtimeClassName: nvidia",
+			objs: objects(gpuNode("gpu-a"), policyRuntimeClass(), runtimeClass("nvidia-legacy", map[string]string{"legacy": "true"}),
+				gpuPod("default", "train", 1, withRuntimeClass("nvidia-legacy")))},
+		{name: "pod-events-order", gate: PodGateRuntimeHandler, fixHas: "containerd lost the handler",
+			objs: objects(gpuNode("gpu-a"), bound, policyRuntimeClass(),
+				warning(bound, "FailedScheduling", "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."),
+				warning(bound, "FailedCreatePodSandBox", `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "nvidia" is configured`))},
 		{name: "pod-healthy", in: Input{Pod: "default/busy"}, gate: PodGateNone,
 			objs: objects(gpuNode("gpu-b"), busy, policyRuntimeClass())},
 	}
@@ -136,6 +151,10 @@ func migNode(name string) *corev1.Node {
 		"nvidia.com/mig-1g.5gb": *resource.NewQuantity(56, resource.DecimalSI)}
 	n.Status.Allocatable = n.Status.Capacity.DeepCopy()
 	return n
+}
+
+func withRuntimeClass(name string) podOpt {
+	return func(p *corev1.Pod) { p.Spec.RuntimeClassName = &name }
 }
 
 func asksFor(res string, n int64) podOpt {

@@ -171,6 +171,10 @@ func (s *snapshot) selectorFinding(rc *nodev1.RuntimeClass, sel map[string]strin
 		f.Message = fmt.Sprintf("RuntimeClass %s admits %s, none with %d free %s; the nodes with free GPUs (%s) lack %s",
 			rc.Name, nodeNames(matching), need, res, nodeNames(withGPUs), selectorString(sel))
 	}
+	if rc.Name != s.exp.RuntimeClassName {
+		f.Fix = fmt.Sprintf("RuntimeClass %s is not the one the policy manages: use runtimeClassName: %s, whose selector follows the toolkit gate the node agent opens", rc.Name, s.exp.RuntimeClassName)
+		return f
+	}
 	for _, n := range withGPUs {
 		if r, ok := s.nodeReports[n.Name]; ok {
 			if e, ok := firstError(r.Findings); ok {
