@@ -18,7 +18,6 @@ func TestGitHubActionsExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wf struct {
-		On   map[string]any `json:"on"`
 		Jobs map[string]struct {
 			Steps []struct {
 				Name string `json:"name"`
@@ -27,10 +26,10 @@ func TestGitHubActionsExample(t *testing.T) {
 			} `json:"steps"`
 		} `json:"jobs"`
 	}
-	if err := yaml.UnmarshalStrict(data, &wf); err != nil {
+	if err := yaml.Unmarshal(data, &wf); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := wf.On["pull_request"]; !ok || len(wf.Jobs) != 1 {
+	if !strings.Contains(string(data), "\non:\n  pull_request:") || len(wf.Jobs) != 1 {
 		t.Fatalf("want one job on pull_request, got %+v", wf)
 	}
 	var all strings.Builder
