@@ -6,6 +6,7 @@
 package krm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -20,60 +21,128 @@ import (
 
 // Run is the function's main: it reads a ResourceList from stdin and writes the result list
 // to stdout, returning the exit code (1 when a result is an error or the input is unreadable).
+//
+// The output is assembled as one YAML node tree and encoded once: the rendered objects go
+// from their JSON form straight into nodes, never through text and back, which is most of
+// the cost of a call. Items keep the input order followed by the rendered objects in stage
+// order.
 func Run(stdin io.Reader, stdout, stderr io.Writer, opts validate.Options) int {
 	in, err := io.ReadAll(stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "gpupolicy-fn: reading the ResourceList from stdin: %v\n", err)
 		return 1
 	}
-	out, err := fn.Run(Processor(opts), in)
-	if len(out) > 0 {
-		if _, werr := stdout.Write(out); werr != nil {
-			fmt.Fprintf(stderr, "gpupolicy-fn: writing the ResourceList: %v\n", werr)
-			return 1
-		}
+	rl, err := fn.ParseResourceList(in)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpupolicy-fn: stdin is not a KRM ResourceList (run gpupolicy-fn --help): %v\n", err)
+		return 1
 	}
+	items, ok, err := process(rl, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "gpupolicy-fn: %v\n", err)
+		return 1
+	}
+	out, err := encode(rl, items)
+	if err == nil {
+		_, err = stdout.Write(out)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "gpupolicy-fn: writing the ResourceList: %v\n", err)
+		return 1
+	}
+	if !ok {
+		for _, r := range rl.Results {
+			if r.Severity == fn.Error {
+				fmt.Fprintln(stderr, r.String())
+			}
+		}
 		return 1
 	}
 	return 0
 }
 
-// Processor renders the GPUPolicy of a ResourceList.
-func Processor(opts validate.Options) fn.ResourceListProcessorFunc {
-	return func(rl *fn.ResourceList) (bool, error) {
-		policy, rest, problem := findPolicy(rl)
-		if problem != nil {
-			rl.Results = append(rl.Results, problem)
-			rl.Items = nil
-			return false, nil
-		}
-		var node yaml.Node
-		if err := yaml.Unmarshal([]byte(policy.String()), &node); err != nil {
-			return false, fmt.Errorf("re-reading the GPUPolicy: %w", err)
-		}
-		_, objs, res := pipeline.LoadNode(&node, opts)
-		rl.Results = append(rl.Results, res.KRM(validate.SourceOf(policy))...)
-		if res.HasErrors() {
-			rl.Items = nil // no half output
-			return false, nil
-		}
-		items := rest
-		for _, o := range objs {
-			y, err := o.YAML()
-			if err != nil {
-				return false, err
-			}
-			ko, err := fn.ParseKubeObject(y)
-			if err != nil {
-				return false, fmt.Errorf("%s: %w", o, err)
-			}
-			items = append(items, ko)
-		}
-		rl.Items = items
-		return true, nil
+// process renders the one GPUPolicy of rl into the output items; results go to rl.Results.
+// ok is false when a result is an error: then items is empty (no half output).
+func process(rl *fn.ResourceList, opts validate.Options) (items []*yaml.Node, ok bool, err error) {
+	policy, rest, problem := findPolicy(rl)
+	if problem != nil {
+		rl.Results = append(rl.Results, problem)
+		return nil, false, nil
 	}
+	var node yaml.Node
+	if err := yaml.Unmarshal([]byte(policy.String()), &node); err != nil {
+		return nil, false, fmt.Errorf("re-reading the GPUPolicy: %w", err)
+	}
+	_, objs, res := pipeline.LoadNode(&node, opts)
+	rl.Results = append(rl.Results, res.KRM(validate.SourceOf(policy))...)
+	if res.HasErrors() {
+		return nil, false, nil
+	}
+	items = make([]*yaml.Node, 0, len(rest)+len(objs))
+	for _, it := range rest {
+		n, err := objectNode(it.String())
+		if err != nil {
+			return nil, false, fmt.Errorf("item %s: %w", it.ShortString(), err)
+		}
+		items = append(items, n)
+	}
+	for _, o := range objs {
+		n, err := o.Node()
+		if err != nil {
+			return nil, false, err
+		}
+		items = append(items, n)
+	}
+	return items, true, nil
+}
+
+// objectNode parses a passed-through item, keeping its comments.
+func objectNode(text string) (*yaml.Node, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		return doc.Content[0], nil
+	}
+	return &doc, nil
+}
+
+// encode writes the output ResourceList: items, the functionConfig as received, results.
+func encode(rl *fn.ResourceList, items []*yaml.Node) ([]byte, error) {
+	root := &yaml.Node{Kind: yaml.MappingNode}
+	add := func(key string, v *yaml.Node) {
+		root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, v)
+	}
+	scalar := func(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: s} }
+	add("apiVersion", scalar("config.kubernetes.io/v1"))
+	add("kind", scalar("ResourceList"))
+	add("items", &yaml.Node{Kind: yaml.SequenceNode, Content: items})
+	if fc := rl.FunctionConfig; fc != nil && !fc.IsEmpty() {
+		n, err := objectNode(fc.String())
+		if err != nil {
+			return nil, fmt.Errorf("functionConfig: %w", err)
+		}
+		add("functionConfig", n)
+	}
+	if len(rl.Results) > 0 {
+		n := &yaml.Node{}
+		if err := n.Encode(rl.Results); err != nil {
+			return nil, err
+		}
+		add("results", n)
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	enc.CompactSeqIndent()
+	if err := enc.Encode(root); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // findPolicy returns the one GPUPolicy (functionConfig or item) and the other items.

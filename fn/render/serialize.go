@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 
+	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
 // Map is the object as JSON-compatible data without the noise typed structs carry
@@ -61,7 +65,63 @@ func fixNumbers(v any) any {
 // marshalYAML writes JSON-compatible data as YAML the way kustomize does: sorted keys,
 // compact sequences, no line wrapping (long CEL and PromQL stay on one line for review).
 func marshalYAML(m map[string]any) ([]byte, error) {
-	return yaml.MarshalWithOptions(m, &yaml.EncoderOptions{SeqIndent: yaml.CompactSequenceStyle})
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	enc.CompactSeqIndent()
+	if err := enc.Encode(m); err != nil { // a map directly: cheaper than building nodes first
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Node is the object as a YAML node tree, for callers that assemble a larger document (the
+// KRM function's ResourceList) and encode it once.
+func (o Object) Node() (*yaml.Node, error) {
+	m, err := o.Map()
+	if err != nil {
+		return nil, err
+	}
+	return toNode(m), nil
+}
+
+// toNode builds the node tree of JSON-compatible data directly; yaml.Node.Encode would emit
+// text and parse it again, which is most of the cost of rendering. Keys are sorted; a string
+// that would read as another type is quoted by the encoder (its tag is !!str); multi-line
+// strings (the drop-in, the config documents) use the literal block style.
+func toNode(v any) *yaml.Node {
+	switch t := v.(type) {
+	case map[string]any:
+		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, toNode(t[k]))
+		}
+		return n
+	case []any:
+		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		for _, x := range t {
+			n.Content = append(n.Content, toNode(x))
+		}
+		return n
+	case string:
+		n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: t}
+		if strings.Contains(t, "\n") {
+			n.Style = yaml.LiteralStyle
+		}
+		return n
+	case int64:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(t, 10)}
+	case float64:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(t, 'g', -1, 64)}
+	case bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(t)}
+	case nil:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
+	}
+	panic(fmt.Sprintf("render: %T is not JSON data", v))
 }
 
 // dropNullTimestamps removes creationTimestamp: null from every metadata (object and pod
