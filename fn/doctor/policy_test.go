@@ -1,9 +1,17 @@
 package doctor
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gpupolicy/gpupolicy/fn/cli"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -80,5 +88,56 @@ func TestPolicyFileInvalid(t *testing.T) {
 	_, err := expectedFrom("testdata/invalid-policy.yaml").Objects(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "-f testdata/invalid-policy.yaml is not a valid GPUPolicy") || !strings.Contains(err.Error(), "spec.driver.version") {
 		t.Errorf("want the validation results naming the field, got %v", err)
+	}
+}
+
+// TestRenderedDirEqualsPolicy: -f DIR of `gpupolicy-fn render -o DIR` expects the same objects
+// as -f POLICY, for both the Argo CD layout and Flux's one directory per stage.
+func TestRenderedDirEqualsPolicy(t *testing.T) {
+	for _, gitops := range []string{"argocd", "flux"} {
+		t.Run(gitops, func(t *testing.T) {
+			data, err := os.ReadFile("testdata/policy.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			policy := filepath.Join(t.TempDir(), "policy.yaml")
+			if err := os.WriteFile(policy, []byte(strings.Replace(string(data), "spec:\n", "spec:\n  gitops: "+gitops+"\n", 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "rendered")
+			var stderr bytes.Buffer
+			if code := cli.Render(context.Background(), []string{"-f", policy, "-o", dir, "--flux-path", "clusters/gpu"}, io.Discard, &stderr); code != 0 {
+				t.Fatalf("render: exit %d: %s", code, stderr.String())
+			}
+			fromPolicy, err := expectedFrom(policy).Objects(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromDir, err := expectedFrom(dir).Objects(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := func(objs []*unstructured.Unstructured) map[string]bool {
+				m := map[string]bool{}
+				for _, o := range objs {
+					if !localOnly(o) && o.GroupVersionKind().Group != "kustomize.toolkit.fluxcd.io" {
+						m[objectKey(o)] = true
+					}
+				}
+				return m
+			}
+			a, b := keys(fromPolicy), keys(fromDir)
+			if len(a) == 0 || len(a) != len(b) {
+				t.Fatalf("policy renders %d objects, the directory holds %d", len(a), len(b))
+			}
+			for k := range a {
+				if !b[k] {
+					t.Errorf("%s rendered from the policy but not in the directory", k)
+				}
+			}
+			if _, err := expectationsFromObjects("dir", fromDir); err != nil {
+				t.Errorf("expectations from the directory: %v", err)
+			}
+		})
 	}
 }
