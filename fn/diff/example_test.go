@@ -9,11 +9,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestGitHubActionsExample keeps examples/github-actions/gpupolicy.yaml honest: it parses as a
+// TestGitHubActionsExample keeps examples/github-actions/workflow.yaml honest: it parses as a
 // workflow, every run script is valid bash, and it uses the commands and flags this package
 // and the render CLI define.
 func TestGitHubActionsExample(t *testing.T) {
-	data, err := os.ReadFile("../../examples/github-actions/gpupolicy.yaml")
+	data, err := os.ReadFile("../../examples/github-actions/workflow.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,6 +85,13 @@ func (c *checker) containerdMatrix(s *v1alpha1.Spec, p *field.Path) {
 		c.warnf(p, s.ContainerRuntime.Version, "containerd %s is newer than the newest minor in the version matrix (%s); its facts are assumed (config version %d): check the rendered drop-in with `containerd config dump` on one node first",
 			s.ContainerRuntime.Version, facts.Minor, facts.ConfigVersion)
 	}
+	if !facts.ImportsMergePluginTables {
+		c.infof(p, s.ContainerRuntime.Version, "containerd %s replaces whole plugin tables on import, so the node agent copies the node's own CRI settings into the drop-in at install time; later edits of %s reach containerd only after the toolkit stage re-applies (source: %s)",
+			s.ContainerRuntime.Version, s.ContainerRuntime.ConfigPath, facts.Source)
+	}
+	if !facts.CDI && v1alpha1.Bool(s.Toolkit.CDI) {
+		c.errorf(field.NewPath("spec", "toolkit", "cdi"), true, "containerd %s has no CDI support in its CRI plugin (added in 1.7), so the drop-in cannot enable it: set toolkit.cdi: false and deviceListStrategy: envvar, or upgrade containerd to ≥ 1.7 (source: %s)", s.ContainerRuntime.Version, facts.Source)
+	}
 	if !facts.CDI {
 		for _, dp := range devicePlugins(s) {
 			if dp.settings.DeviceListStrategy == v1alpha1.DeviceListCDICRI {

@@ -206,6 +206,21 @@ func (m *Matrix) ContainerdMinor(minor Version) (c Containerd, exact, ok bool) {
 	return Containerd{}, false, false
 }
 
+// ContainerdFor returns the facts for a containerd minor as the policy writes it ("1.7"), for
+// the renderer: config version and whether imports merge plugin tables. Versions newer than
+// the table get the newest entry's facts.
+func (m *Matrix) ContainerdFor(minor string) (Containerd, error) {
+	v, err := ParseVersion(minor)
+	if err != nil {
+		return Containerd{}, err
+	}
+	c, _, ok := m.ContainerdMinor(v)
+	if !ok {
+		return Containerd{}, fmt.Errorf("containerd %s is older than the oldest supported minor %s", minor, m.Containerd[0].Minor)
+	}
+	return c, nil
+}
+
 // Feature returns a toolkit feature by name.
 func (m *Matrix) Feature(name string) (ToolkitFeature, bool) {
 	for _, f := range m.Toolkit {
