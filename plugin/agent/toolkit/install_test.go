@@ -173,3 +173,16 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// The policy's containerd version must agree with the node's binary on the config schema.
+func TestVersionMismatchIsAnError(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/containerd"); err != nil {
+		t.Skip("containerd is not installed (apt-get install -y containerd)")
+	}
+	in := newInstaller(testdata(t, "dropin-v3.toml"))
+	in.ContainerdVersion = "2.1"
+	_, _, err := in.version(context.Background())
+	if err == nil || !contains(err.Error(), "rendered for the wrong containerd") {
+		t.Fatalf("want a version mismatch error, got %v", err)
+	}
+}
