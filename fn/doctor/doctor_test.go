@@ -169,3 +169,28 @@ func TestDriverSatisfies(t *testing.T) {
 		}
 	}
 }
+
+// TestClosedReason follows the agent's rule: a label is open iff its check and every check
+// before it is ready, so a failed driver check explains every gate after it.
+func TestClosedReason(t *testing.T) {
+	verdicts := map[string]stageVerdict{
+		config.StageDriver:  {Ready: false, Reason: "no driver loaded"},
+		config.StageToolkit: {Ready: false, Reason: "no toolkit status"},
+	}
+	for _, d := range gateDefs {
+		want := "driver: no driver loaded"
+		if d.stage == config.StageDriver {
+			want = ""
+		}
+		if got := closedReason(d, verdicts); got != want {
+			t.Errorf("%s: closedReason = %q, want %q", d.label, got, want)
+		}
+	}
+	verdicts[config.StageDriver] = stageVerdict{Ready: true, Reason: "driver 580.95.05 loaded"}
+	if got := closedReason(gateDefs[3], verdicts); got != "container-toolkit: no toolkit status" {
+		t.Errorf("device-plugin gate: %q", got)
+	}
+	if got := closedReason(gateDefs[1], verdicts); got != "" {
+		t.Errorf("the container-toolkit gate only depends on the driver check: %q", got)
+	}
+}

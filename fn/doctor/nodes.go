@@ -15,7 +15,9 @@ import (
 // (nvidia.com/mig-1g.5gb, ...), advertised instead of nvidia.com/gpu.
 const migResourcePrefix = "nvidia.com/mig-"
 
-// Labels written by the agent's feature-discovery stage under gpu-feature-discovery's names.
+// Labels written by the agent's feature-discovery stage under gpu-feature-discovery's names;
+// the same keys as plugin/agent/labels, not imported because that package links NVML (cgo),
+// which the function's binary must not.
 const (
 	labelGPUCount    = "nvidia.com/gpu.count"
 	labelGPUReplicas = "nvidia.com/gpu.replicas"
@@ -158,12 +160,22 @@ func (s *snapshot) gates(n *corev1.Node, verdicts map[string]stageVerdict) []Gat
 	return out
 }
 
-// closedReason is the agent's verdict that keeps a gate closed: the failed check of the stage
-// that opens it, else the stage's own verdict.
+// checkOrder is the order of the agent's stage checks (plugin/agent/stages): a label is open
+// iff the check that opens it and every check before it is ready.
+var checkOrder = []string{config.StageDriver, config.StageToolkit}
+
+// closedReason is the agent's verdict that keeps a gate closed: the first failed check up to
+// the one that opens the gate.
 func closedReason(d gateDef, verdicts map[string]stageVerdict) string {
-	for _, stage := range []string{d.verifiedBy, d.stage} {
-		if v, ok := verdicts[stage]; ok && stage != "" && !v.Ready {
+	if d.verifiedBy == "" {
+		return "" // opened on entry; a closed entry gate means no agent wrote the node
+	}
+	for _, stage := range checkOrder {
+		if v, ok := verdicts[stage]; ok && !v.Ready {
 			return stage + ": " + v.Reason
+		}
+		if stage == d.verifiedBy {
+			break
 		}
 	}
 	return ""
