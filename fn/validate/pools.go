@@ -117,13 +117,48 @@ func (c *checker) nodePools(s *v1alpha1.Spec, p *field.Path) {
 			c.devicePlugin(np.DevicePlugin, &s.DevicePlugin, s, ip.Child("devicePlugin"))
 		}
 	}
+	sorted := make([][]labelPair, len(s.NodePools))
+	for i := range s.NodePools {
+		sorted[i] = sortedPairs(s.NodePools[i].NodeSelector)
+	}
 	for j := range s.NodePools {
 		for i := 0; i < j; i++ {
-			c.poolOverlap(s, p, i, j)
+			if !disjoint(sorted[i], sorted[j]) {
+				c.poolOverlap(s, p, i, j)
+			}
 		}
 	}
 }
 
+type labelPair struct{ key, value string }
+
+func sortedPairs(m map[string]string) []labelPair {
+	out := make([]labelPair, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		out = append(out, labelPair{k, m[k]})
+	}
+	return out
+}
+
+// disjoint reports whether some key is in both selectors with different values. It merges
+// two sorted lists because the pairwise check is quadratic in the number of pools.
+func disjoint(a, b []labelPair) bool {
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i].key < b[j].key:
+			i++
+		case a[i].key > b[j].key:
+			j++
+		case a[i].value != b[j].value:
+			return true
+		default:
+			i, j = i+1, j+1
+		}
+	}
+	return false
+}
+
+// poolOverlap reports two pools that are not disjoint.
 func (c *checker) poolOverlap(s *v1alpha1.Spec, p *field.Path, i, j int) {
 	a, b := s.NodePools[i].NodeSelector, s.NodePools[j].NodeSelector
 	if len(a) == 0 || len(b) == 0 {
@@ -134,11 +169,6 @@ func (c *checker) poolOverlap(s *v1alpha1.Spec, p *field.Path, i, j int) {
 	if maps.Equal(a, b) {
 		c.errorf(sp, b, "is identical to the nodeSelector of %s: the same nodes would run two device plugins; give each pool a distinct label value", other)
 		return
-	}
-	for k, v := range a {
-		if w, ok := b[k]; ok && w != v {
-			return // provably disjoint
-		}
 	}
 	c.errorf(sp, b, "overlaps %s: a node labelled with both selectors would join both pools; make them exclusive by one key with different values, e.g. pool: %s vs pool: %s",
 		other, orWord(s.NodePools[i].Name, "a"), orWord(s.NodePools[j].Name, "b"))
