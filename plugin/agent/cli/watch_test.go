@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
+)
+
+// runAsync runs a command line until cancel; the returned channel yields its exit code.
+func runAsync(args ...string) (context.CancelFunc, <-chan int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- Run(ctx, args, io.Discard, &bytes.Buffer{}) }()
+	return cancel, done
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// --watch re-installs a drop-in someone deleted, and a stop (SIGTERM) leaves it in place.
+func TestToolkitWatchReappliesAndNeverUninstalls(t *testing.T) {
+	root := t.TempDir()
+	dropIn := filepath.Join(t.TempDir(), "99-gpupolicy-nvidia.toml")
+	_ = os.WriteFile(dropIn, []byte("version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.nvidia]\n  runtime_type = \"io.containerd.runc.v2\"\n"), 0o644)
+	proc := t.TempDir()
+	_ = os.WriteFile(filepath.Join(proc, "uptime"), []byte("100.0 100.0\n"), 0o644)
+	installed := filepath.Join(root, "etc/containerd/conf.d/99-gpupolicy-nvidia.toml")
+	exists := func() bool { _, err := os.Stat(installed); return err == nil }
+
+	cancel, done := runAsync("toolkit", "install", "--host-root", root, "--drop-in", dropIn, "--containerd-version", "2.1",
+		"--restart-mode", "none", "--containerd-bin", "none", "--proc", proc, "--watch", "50ms")
+	eventually(t, "first install", exists)
+	if err := os.Remove(installed); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "re-install after the node drifted", exists)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d on stop", code)
+	}
+	if !exists() {
+		t.Fatal("stopping the installer removed the drop-in")
+	}
+}
+
+// The validator's readiness endpoint follows the driver on the node.
+func TestDriverWatchReadiness(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	root := t.TempDir()
+	version := filepath.Join(root, driver.ProcVersionFile)
+	_ = os.MkdirAll(filepath.Dir(version), 0o755)
+	setDriver := func(v string) {
+		_ = os.WriteFile(version, []byte("NVRM version: NVIDIA UNIX x86_64 Kernel Module  "+v+"  Tue Sep 30 00:00:00 UTC 2025\n"), 0o644)
+	}
+	setDriver("570.172.08")
+	cancel, done := runAsync("driver", "--config", writeConfig(t, agentYAML), "--host-root", root, "--node", "",
+		"--watch", "--interval", "50ms", "--listen", addr)
+	defer func() { cancel(); <-done }()
+	status := func() (int, string) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	eventually(t, "503 for another branch", func() bool { c, b := status(); return c == 503 && strings.Contains(b, "570.172.08") })
+	setDriver("580.95.05")
+	eventually(t, "200 once the expected driver is loaded", func() bool { c, _ := status(); return c == 200 })
+}
