@@ -19,7 +19,13 @@ var renderedMarker = []byte("# Rendered by gpupolicy-fn")
 // sees the old tree or the new one, never half of either. An existing dir is replaced only if
 // render wrote it (it would delete whatever else it holds).
 func writeTree(dir string, files map[string][]byte) error {
-	dir = filepath.Clean(dir)
+	dir, err := filepath.Abs(dir) // "." has no parent to put the new tree beside
+	if err != nil {
+		return err
+	}
+	if filepath.Dir(dir) == dir {
+		return fmt.Errorf("%s: render needs a directory of its own, not the file system root", dir)
+	}
 	if err := checkReplaceable(dir); err != nil {
 		return err
 	}
