@@ -30,8 +30,14 @@ func importsCovers(t table, configHostPath, dropInHostPath string) bool {
 func withImport(src []byte, configHostPath, pattern string, configVersion int) ([]byte, error) {
 	entry := fmt.Sprintf("%q", pattern)
 	text := string(src)
-	if strings.TrimSpace(text) == "" {
-		text = fmt.Sprintf("version = %d\n", configVersion)
+	cur, err := parseTOML(configHostPath, src)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := cur["version"]; !ok {
+		// Only an empty or comment-only file gets here (Install refuses version 1 configs);
+		// without a version containerd would read the file as version 1.
+		text = fmt.Sprintf("version = %d\n", configVersion) + text
 	}
 	firstTable := len(text)
 	if loc := tableHeadRE.FindStringIndex(text); loc != nil {

@@ -220,9 +220,21 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 			return res, err
 		}
 	}
+	main, err := loadMain(in.HostRoot, configPath)
+	if err != nil {
+		return res, err
+	}
+	if _, has := main["version"]; len(main) > 0 && (!has || configVersion(main) < 2) {
+		return res, fmt.Errorf("%s is a version 1 containerd config (no `version = 2`): gpupolicy does not edit version 1 configs; rewrite it as version 2 (`containerd config dump` prints the migrated form), review it, and retry", configPath)
+	}
 	want, err := in.desired(ctx, r, v, bin, configPath, dropIn)
 	if err != nil {
 		return res, err
+	}
+	if bin != "" {
+		if err := preflight(ctx, in.host(), bin, configPath, dropIn, want); err != nil {
+			return res, err
+		}
 	}
 	// The drop-in first, the import second: a crash in between leaves a file nobody imports.
 	wroteDropIn, err := in.Writer.WriteFile(hostfs.Join(in.HostRoot, dropIn), want, 0o644)

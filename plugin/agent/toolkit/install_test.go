@@ -186,3 +186,72 @@ func TestVersionMismatchIsAnError(t *testing.T) {
 		t.Fatalf("want a version mismatch error, got %v", err)
 	}
 }
+
+// A node without a main config (containerd on built-in defaults) gets one that only imports
+// the drop-in directory; the defaults stay in force.
+func TestInstallRealContainerdNoMainConfig(t *testing.T) {
+	if !runInNamespace(t) {
+		return
+	}
+	res, err := newInstaller(testdata(t, "dropin-v2.toml")).Install(context.Background())
+	if err != nil || !res.Verified {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	if got := string(must(os.ReadFile(DefaultConfigPath))); got != "version = 2\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n" {
+		t.Fatalf("created main config %q", got)
+	}
+	d := dumpNode(t)
+	if dig(d, "plugins", criV2, "containerd", "runtimes", "nvidia") == nil || dig(d, "plugins", criV2, "containerd", "runtimes", "runc") == nil {
+		t.Fatal("nvidia or the default runc runtime missing")
+	}
+}
+
+// A version 1 main config is refused before anything changes: containerd 1.6 cannot load a
+// version 1 main config importing a version 2 drop-in, and a config it cannot load stops it.
+func TestInstallRealContainerdV1MainConfig(t *testing.T) {
+	if !runInNamespace(t) {
+		return
+	}
+	v1 := "[plugins.cri]\n  sandbox_image = \"registry.example/pause:3.9\"\n"
+	if err := os.WriteFile(DefaultConfigPath, []byte(v1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newInstaller(testdata(t, "dropin-v2.toml")).Install(context.Background())
+	if err == nil || !contains(err.Error(), "version 1") {
+		t.Fatalf("want a version 1 refusal, got %v", err)
+	}
+	if got := string(must(os.ReadFile(DefaultConfigPath))); got != v1 {
+		t.Fatalf("main config changed: %q", got)
+	}
+	if _, err := os.Stat("/etc/containerd/conf.d"); !os.IsNotExist(err) {
+		t.Fatal("drop-in directory created")
+	}
+	if got := dig(dumpNode(t), "plugins", criV2, "sandbox_image"); got != "registry.example/pause:3.9" {
+		t.Fatalf("node config broken: sandbox_image = %v", got)
+	}
+}
+
+// A rendered drop-in containerd cannot load is refused by the preflight dump; the node's
+// files stay as they were.
+func TestInstallRealContainerdPreflight(t *testing.T) {
+	if !runInNamespace(t) {
+		return
+	}
+	copyFile(t, testdata(t, "node-v2.toml"), DefaultConfigPath)
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	// Valid TOML, but a plugin key containerd 1.6 rejects.
+	if err := os.WriteFile(bad, []byte("version = 2\n[plugins.cri.containerd.runtimes.nvidia]\n  runtime_type = \"io.containerd.runc.v2\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := string(must(os.ReadFile(DefaultConfigPath)))
+	_, err := newInstaller(bad).Install(context.Background())
+	if err == nil || !contains(err.Error(), "nothing was changed") {
+		t.Fatalf("want a preflight refusal, got %v", err)
+	}
+	if string(must(os.ReadFile(DefaultConfigPath))) != before {
+		t.Fatal("main config changed")
+	}
+	if _, err := os.Stat("/etc/containerd/conf.d/99-gpupolicy-nvidia.toml"); !os.IsNotExist(err) {
+		t.Fatal("drop-in written")
+	}
+}

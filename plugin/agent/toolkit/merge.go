@@ -126,50 +126,89 @@ func baseFromFiles(root, configHostPath, exclude string) (nodeBase, error) {
 	return nodeBase{Plugins: plugins, Source: "config files"}, nil
 }
 
-// scratchConfig is where the base config for `config dump` is written (a host path, so
-// the chrooted containerd can read it).
-const scratchConfig = "/var/lib/gpupolicy/containerd-base.toml"
+// Scratch files (host paths, so a chrooted containerd can read them) for dumps of
+// configurations that are not the node's live one.
+const (
+	scratchConfig = "/var/lib/gpupolicy/containerd-scratch.toml"
+	scratchDropIn = "/var/lib/gpupolicy/candidate-drop-in.toml"
+)
+
+// loadMain reads the node's main config; a missing file is an empty table.
+func loadMain(root, configHostPath string) (table, error) {
+	b, err := readOptional(hostfs.Join(root, configHostPath))
+	if err != nil || b == nil {
+		return table{}, err
+	}
+	return parseTOML(configHostPath, b)
+}
+
+// scratchDump asks the node's containerd for the effective configuration of the main config
+// with its imports replaced by imports (host paths).
+func scratchDump(ctx context.Context, h Host, bin string, main table, imports []string) (table, error) {
+	scratch := table{}
+	for k, v := range main {
+		scratch[k] = v
+	}
+	list := make([]any, len(imports))
+	for i, f := range imports {
+		list[i] = f
+	}
+	scratch["imports"] = list
+	b, err := toml.Marshal(scratch)
+	if err != nil {
+		return nil, err
+	}
+	path := hostfs.Join(h.Root, scratchConfig)
+	if _, err := (hostfs.Writer{}).WriteFile(path, b, 0o600); err != nil {
+		return nil, err
+	}
+	defer os.Remove(path)
+	out, err := h.dump(ctx, bin, scratchConfig)
+	if err != nil {
+		return nil, err
+	}
+	return parseTOML("containerd config dump", out)
+}
 
 // baseFromDump asks the node's containerd for its full configuration minus our drop-in: a
 // scratch copy of the main config whose imports list every imported file except ours.
 func baseFromDump(ctx context.Context, h Host, bin, configHostPath, exclude string) (nodeBase, error) {
-	b, err := readOptional(hostfs.Join(h.Root, configHostPath))
+	main, err := loadMain(h.Root, configHostPath)
 	if err != nil {
 		return nodeBase{}, err
-	}
-	main := table{}
-	if b != nil {
-		if main, err = parseTOML(configHostPath, b); err != nil {
-			return nodeBase{}, err
-		}
 	}
 	files, err := expandImports(h.Root, importPatterns(main, configHostPath), exclude, configHostPath)
 	if err != nil {
 		return nodeBase{}, err
 	}
-	imports := make([]any, len(files))
-	for i, f := range files {
-		imports[i] = f
-	}
-	main["imports"] = imports
-	scratch, err := toml.Marshal(main)
-	if err != nil {
-		return nodeBase{}, err
-	}
-	path := hostfs.Join(h.Root, scratchConfig)
-	if _, err := (hostfs.Writer{}).WriteFile(path, scratch, 0o600); err != nil {
-		return nodeBase{}, err
-	}
-	defer os.Remove(path)
-	out, err := h.dump(ctx, bin, scratchConfig)
-	if err != nil {
-		return nodeBase{}, err
-	}
-	dumped, err := parseTOML("containerd config dump", out)
+	dumped, err := scratchDump(ctx, h, bin, main, files)
 	if err != nil {
 		return nodeBase{}, err
 	}
 	return nodeBase{Plugins: subTable(dumped, "plugins"), Source: "containerd config dump"}, nil
+}
+
+// preflight proves containerd can load the node's configuration with the candidate drop-in
+// before anything on the node changes: a config containerd cannot load would stop it from
+// starting at its next restart.
+func preflight(ctx context.Context, h Host, bin, configHostPath, dropIn string, candidate []byte) error {
+	main, err := loadMain(h.Root, configHostPath)
+	if err != nil {
+		return err
+	}
+	files, err := expandImports(h.Root, importPatterns(main, configHostPath), dropIn, configHostPath)
+	if err != nil {
+		return err
+	}
+	path := hostfs.Join(h.Root, scratchDropIn)
+	if _, err := (hostfs.Writer{}).WriteFile(path, candidate, 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	if _, err := scratchDump(ctx, h, bin, main, append(files, scratchDropIn)); err != nil {
+		return fmt.Errorf("containerd would not load the node's config with the new drop-in, so nothing was changed: %w", err)
+	}
+	return nil
 }
 
 // deepMerge merges src into dst (src wins; tables merge key by key) and returns dst.
