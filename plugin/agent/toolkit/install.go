@@ -215,7 +215,7 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	}
 	configPath, dropIn := in.paths()
 	res := Result{DropInPath: dropIn}
-	for _, dir := range []string{filepath.Dir(dropIn), filepath.Dir(configPath)} {
+	for _, dir := range []string{filepath.Dir(dropIn), filepath.Dir(configPath), filepath.Dir(scratchConfig)} {
 		if err := hostfs.CleanTemps(hostfs.Join(in.HostRoot, dir)); err != nil {
 			return res, err
 		}
