@@ -1,6 +1,8 @@
 package render
 
 import (
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
@@ -28,18 +30,21 @@ func renderDriver(c *plan) (Objects, error) {
 	return Objects{obj}, err
 }
 
+// driverReadyPort serves the validator's /readyz.
+const driverReadyPort = 8081
+
 func (c *plan) driverValidator(d *daemonSet) {
 	vols, mounts := volumesAndMounts(procDriverMount(), agentConfigMount())
-	check := []string{"gpu-node-agent", "driver", "--config", agentConfigPath, "--host-root", hostRoot}
 	d.volumes = vols
 	d.containers = []corev1.Container{{
-		Name:    "driver-validator",
-		Image:   c.images.gpupolicy,
-		Command: append(check, "--watch"),
-		Env:     []corev1.EnvVar{nodeNameEnv()},
-		// Ready while the node's driver satisfies driver.version under driver.enforce: the
-		// same check, one shot.
-		ReadinessProbe:  execProbe(30, 1, check...),
+		Name:  "driver-validator",
+		Image: c.images.gpupolicy,
+		// No NODE_NAME and no token: the validator only reports readiness; the gate publishes
+		// the driver labels, so this pod needs no API access.
+		Command: []string{"gpu-node-agent", "driver", "--config", agentConfigPath, "--host-root", hostRoot,
+			"--watch", "--listen", ":" + strconv.Itoa(driverReadyPort)},
+		// Ready while the node's driver satisfies driver.version under driver.enforce.
+		ReadinessProbe:  httpProbe("/readyz", driverReadyPort, 30, 1),
 		Resources:       resources("10m", "32Mi", "128Mi"),
 		SecurityContext: nonRoot(unprivileged()),
 		VolumeMounts:    mounts,

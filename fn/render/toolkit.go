@@ -19,24 +19,26 @@ const toolkitWatch = "5m"
 // toolkit image copies the runtime binaries to the host (its own containerd editing switched
 // off), then `gpu-node-agent toolkit install` installs the reviewed drop-in, restarts
 // containerd only when the bytes changed, verifies the handler and writes the status file the
-// gate reads. Both write the host, so both are privileged; hostPID lets the installer restart
-// containerd through systemd or a signal.
+// gate reads. Both write the host, so both are privileged; hostPID lets the installer find
+// containerd's process and signal it (restartMode signal).
 func renderToolkit(c *plan) (Objects, error) {
 	s := &c.p.Spec
 	cr := &s.ContainerRuntime
-	dropIn := configMapMount("containerd-drop-in", config.DropInConfigMap, config.DropInDir)
-	host := []mount{
+	// The installer runs the node's own containerd (config dump) and systemctl chrooted into
+	// the host root, so it sees the whole host read-only, plus read-write mounts of exactly the
+	// directories it writes: containerd's config and drop-in directories and its state.
+	hostToContainer := corev1.MountPropagationHostToContainer
+	root := hostPath("host-root", "/", corev1.HostPathDirectory, hostRoot, true)
+	root.propagation = &hostToContainer
+	ms := []mount{
+		root,
 		hostPath("host-containerd-config", path.Dir(cr.ConfigPath), corev1.HostPathDirectoryOrCreate, hostRoot+path.Dir(cr.ConfigPath), false),
-		stateMount(false),
-		hostPath("host-containerd-socket", path.Dir(cr.Socket), corev1.HostPathDirectory, hostRoot+path.Dir(cr.Socket), true),
 	}
 	if !strings.HasPrefix(cr.DropInDir+"/", path.Dir(cr.ConfigPath)+"/") {
-		host = append(host, hostPath("host-containerd-drop-in", cr.DropInDir, corev1.HostPathDirectoryOrCreate, hostRoot+cr.DropInDir, false))
+		ms = append(ms, hostPath("host-containerd-drop-in", cr.DropInDir, corev1.HostPathDirectoryOrCreate, hostRoot+cr.DropInDir, false))
 	}
-	if cr.RestartMode == v1alpha1.RestartSystemd {
-		host = append(host, hostPath("host-run-systemd", "/run/systemd", corev1.HostPathDirectory, hostRoot+"/run/systemd", true))
-	}
-	vols, mounts := volumesAndMounts(append(host, dropIn)...)
+	ms = append(ms, stateMount(false), configMapMount("containerd-drop-in", config.DropInConfigMap, config.DropInDir))
+	vols, mounts := volumesAndMounts(ms...)
 	d := daemonSet{
 		name: NameToolkit, component: "toolkit", stage: StageToolkit,
 		placement: placement{gate: config.LabelDeployToolkit},
@@ -50,6 +52,8 @@ func renderToolkit(c *plan) (Objects, error) {
 				"--host-root", hostRoot,
 				"--drop-in", config.DropInDir + "/" + config.DropInFile,
 				"--containerd-version", cr.Version,
+				"--config-path", cr.ConfigPath,
+				"--drop-in-dir", cr.DropInDir,
 				"--restart-mode", cr.RestartMode,
 				"--watch", toolkitWatch},
 			Env:             []corev1.EnvVar{nodeNameEnv()},
