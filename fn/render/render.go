@@ -3,6 +3,22 @@
 // types so every object decodes strictly by construction. Render sorts the objects and applies
 // the ordering metadata (order.go); serialize.go turns them into deterministic YAML and
 // layout.go into the `gpupolicy-fn render -o DIR` tree.
+//
+// What is rendered, by stage (Argo CD wave):
+//
+//	prereqs (-1)        Namespace (Pod Security enforce=privileged), one ServiceAccount per
+//	                    component, ClusterRole+Binding for the node agent and feature discovery
+//	                    (nodes get/list/watch/patch, events), ConfigMaps (containerd drop-in,
+//	                    agent config, device plugin config per pool), RuntimeClass (scheduling on
+//	                    nvidia.com/gpu.toolkit.ready=true), guardrails (ValidatingAdmissionPolicy +
+//	                    Binding), the gpu-node-agent DaemonSet (entry selector only)
+//	driver (0)          gpu-driver: validator (preinstalled) or NVIDIA's driver container; OnDelete
+//	container-toolkit (1) gpu-container-toolkit: toolkit binaries + reviewed drop-in install
+//	device-plugin (2)   gpu-device-plugin and gpu-device-plugin-<pool> (the first excludes the pools)
+//	observability (3)   gpu-feature-discovery, gpu-exporter + Service, ServiceMonitor, PrometheusRule
+//
+// Every stage DaemonSet requires the entry selector and its nvidia.com/gpu.deploy.<stage> label
+// In [true]; only the driver container and the toolkit installer are privileged.
 package render
 
 import (
