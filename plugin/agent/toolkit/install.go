@@ -262,11 +262,14 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	if res.Changed || (visible && !loaded) {
 		if in.RestartMode != RestartNone {
 			log.Info("restarting containerd", "mode", in.RestartMode)
+			// Wait for a containerd younger than the restart itself: the old process may
+			// still be shutting down (signal mode) and may be younger than the files.
+			restartedAt := time.Now()
 			if err := in.restart(ctx); err != nil {
 				return res, err
 			}
 			res.Restarted = true
-			if loaded, visible, err = in.loadedSince(ctx, fi.ModTime(), true); err != nil {
+			if loaded, visible, err = in.loadedSince(ctx, restartedAt, true); err != nil {
 				return res, err
 			}
 		}

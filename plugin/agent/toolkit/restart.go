@@ -131,7 +131,8 @@ func (in *Installer) loadedSince(ctx context.Context, changedAt time.Time, wait 
 			return false, false, err
 		}
 		for _, p := range procs {
-			if p.Started >= boundary {
+			// Start times and uptime are both in clock ticks: allow their rounding.
+			if p.Started >= boundary-2*time.Second/ticksPerSecond {
 				return true, true, nil
 			}
 		}
