@@ -135,7 +135,11 @@ func FromDecodeError(err error) Results {
 	}
 	var list v1alpha1.FieldErrors
 	if !errors.As(err, &list) || len(list) == 0 {
-		return Results{{Severity: SeverityError, Message: err.Error()}}
+		msg := err.Error()
+		if strings.HasPrefix(msg, "YAML syntax") {
+			msg += ": fix the YAML at that line (indentation, a missing ':' or an unclosed bracket or quote), e.g. with a YAML-aware editor"
+		}
+		return Results{{Severity: SeverityError, Message: msg}}
 	}
 	out := make(Results, 0, len(list))
 	for _, e := range list {
