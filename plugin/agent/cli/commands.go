@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -34,10 +36,6 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	interval := fs.Duration("interval", 0, "re-validation interval (default: the config's interval, else 30s)")
 	once := fs.Bool("once", false, "reconcile once and exit (exit 1 when a stage is not ready)")
 	return func(ctx context.Context, e *env) error {
-		cfg, err := agentcfg.Load(*cfgPath)
-		if err != nil {
-			return err
-		}
 		if *node == "" {
 			return nodeapi.ErrNoNodeName
 		}
@@ -45,31 +43,75 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err != nil {
 			return err
 		}
-		r := &gate.Reconciler{Client: client, Node: *node, Checks: stages.Checks(cfg, *hostRoot), Logger: e.log}
-		if *once {
-			st, err := r.Reconcile(ctx)
+		for {
+			raw, err := os.ReadFile(*cfgPath)
+			if err != nil {
+				return fmt.Errorf("agent config: %w", err)
+			}
+			cfg, err := agentcfg.Load(*cfgPath)
 			if err != nil {
 				return err
 			}
-			if err := json.NewEncoder(e.stdout).Encode(st); err != nil {
-				return err
+			r := &gate.Reconciler{Client: client, Node: *node, Checks: stages.Checks(cfg, *hostRoot), Logger: e.log}
+			if *once {
+				return gateOnce(ctx, r, e)
 			}
-			for stage, s := range st {
-				if !s.Ready && stage != stages.StageDisabled {
-					return fmt.Errorf("stage %s not ready: %s", stage, s.Reason)
+			d := *interval
+			if d == 0 {
+				if d, err = agentcfg.Interval(cfg); err != nil {
+					return err
 				}
 			}
-			return nil
-		}
-		d := *interval
-		if d == 0 {
-			if d, err = agentcfg.Interval(cfg); err != nil {
+			e.log.Info("gate started", "node", *node, "stage", "gate", "interval", d.String())
+			// A new policy (new drop-in digest, stages switched on or off) reaches the pod as an
+			// updated ConfigMap file: restart the loop with checks built from it.
+			runCtx, cancel := context.WithCancel(ctx)
+			go cancelOnChange(runCtx, cancel, *cfgPath, raw, configPollInterval)
+			err = r.Run(runCtx, d)
+			cancel()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !errors.Is(err, context.Canceled) {
 				return err
 			}
+			e.log.Info("agent config changed; reloading", "node", *node, "stage", "gate")
 		}
-		e.log.Info("gate started", "node", *node, "stage", "gate", "interval", d.String())
-		return r.Run(ctx, d)
 	}
+}
+
+// configPollInterval is how often the gate looks for an updated agent config.
+const configPollInterval = 10 * time.Second
+
+// cancelOnChange cancels when path's bytes differ from was (ConfigMap updates replace files).
+func cancelOnChange(ctx context.Context, cancel context.CancelFunc, path string, was []byte, every time.Duration) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		if now, err := os.ReadFile(path); err == nil && !bytes.Equal(now, was) {
+			cancel()
+			return
+		}
+	}
+}
+
+func gateOnce(ctx context.Context, r *gate.Reconciler, e *env) error {
+	st, err := r.Reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	if err := json.NewEncoder(e.stdout).Encode(st); err != nil {
+		return err
+	}
+	for stage, s := range st {
+		if !s.Ready && stage != stages.StageDisabled {
+			return fmt.Errorf("stage %s not ready: %s", stage, s.Reason)
+		}
+	}
+	return nil
 }
 
 // mockFlags registers --nvml-mock and the mock's versions; open returns NVML (nil, nil

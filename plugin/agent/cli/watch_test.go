@@ -90,3 +90,19 @@ func TestDriverWatchReadiness(t *testing.T) {
 	setDriver("580.95.05")
 	eventually(t, "200 once the expected driver is loaded", func() bool { c, _ := status(); return c == 200 })
 }
+
+// The gate reloads when the ConfigMap file changes.
+func TestCancelOnConfigChange(t *testing.T) {
+	path := writeConfig(t, agentYAML)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go cancelOnChange(ctx, cancel, path, []byte(agentYAML), 10*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	if ctx.Err() != nil {
+		t.Fatal("cancelled without a change")
+	}
+	if err := os.WriteFile(path, []byte(agentYAML+"# new policy\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "cancel after the change", func() bool { return ctx.Err() != nil })
+}
