@@ -23,25 +23,32 @@ const (
 	fluxTreeInGit = "examples/flux/gpu" // the tree's path from the repository root
 )
 
-// kustomizeBuild runs real kustomize in exec mode on a copy of examples/kustomize laid out like
-// the repository (examples/kustomize next to bin/gpupolicy-fn), so the committed relative exec
-// path is what is tested; the working directory is elsewhere on purpose.
+// stageKustomizeExample copies examples/kustomize into a temporary tree laid out like the
+// repository (examples/kustomize next to bin/gpupolicy-fn, the binary built from this
+// checkout), so the committed relative exec path is what runs. It returns the copy's path.
+func stageKustomizeExample(tb testing.TB) string {
+	tb.Helper()
+	fn := gpupolicyFn(tb)
+	tmp := tb.TempDir()
+	dst := filepath.Join(tmp, "examples", "kustomize")
+	if err := os.CopyFS(dst, os.DirFS(kustomizeDir)); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(tmp, "bin"), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Symlink(fn, filepath.Join(tmp, "bin", "gpupolicy-fn")); err != nil {
+		tb.Fatal(err)
+	}
+	return dst
+}
+
+// kustomizeBuild runs real kustomize in exec mode on the staged example; the working
+// directory is elsewhere on purpose.
 func kustomizeBuild(t *testing.T) []byte {
 	t.Helper()
 	kz := kustomize(t)
-	fn := gpupolicyFn(t)
-	tmp := t.TempDir()
-	dst := filepath.Join(tmp, "examples", "kustomize")
-	if err := os.CopyFS(dst, os.DirFS(kustomizeDir)); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(tmp, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(fn, filepath.Join(tmp, "bin", "gpupolicy-fn")); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(kz, "build", "--enable-alpha-plugins", "--enable-exec", dst)
+	cmd := exec.Command(kz, "build", "--enable-alpha-plugins", "--enable-exec", stageKustomizeExample(t))
 	cmd.Dir = t.TempDir()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

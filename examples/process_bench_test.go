@@ -60,18 +60,7 @@ func BenchmarkProcessRender(b *testing.B) {
 // examples/kustomize`: kustomize's own start and work plus one function process.
 func BenchmarkKustomizeBuild(b *testing.B) {
 	kz := kustomize(b)
-	fn := gpupolicyFn(b)
-	tmp := b.TempDir()
-	dst := filepath.Join(tmp, "examples", "kustomize")
-	if err := os.CopyFS(dst, os.DirFS(kustomizeDir)); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(tmp, "bin"), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.Symlink(fn, filepath.Join(tmp, "bin", "gpupolicy-fn")); err != nil {
-		b.Fatal(err)
-	}
+	dst := stageKustomizeExample(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if o, err := exec.Command(kz, "build", "--enable-alpha-plugins", "--enable-exec", dst).CombinedOutput(); err != nil {
