@@ -194,3 +194,53 @@ func yamlToJSON(t *testing.T, y []byte) any {
 	}
 	return v
 }
+
+// TestCRDIsStructural checks the rules the API server applies to a CRD's schema that a JSON
+// Schema does not have: every node has a type, properties and additionalProperties never meet,
+// and no JSON-Schema-only keywords appear.
+func TestCRDIsStructural(t *testing.T) {
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.UnmarshalStrict(mustRead(t, filepath.Join(schemaDir, CRDFile)), &crd); err != nil {
+		t.Fatal(err)
+	}
+	if len(crd.Spec.Versions) != 1 {
+		t.Fatalf("%d versions", len(crd.Spec.Versions))
+	}
+	var walk func(path string, s map[string]any)
+	walk = func(path string, s map[string]any) {
+		if _, ok := s["type"]; !ok {
+			t.Errorf("%s: no type", path)
+		}
+		for _, k := range []string{"$schema", "$comment", "title", "$ref"} {
+			if _, ok := s[k]; ok {
+				t.Errorf("%s: %s is not allowed in a CRD schema", path, k)
+			}
+		}
+		props, hasProps := s["properties"].(map[string]any)
+		if ap, ok := s["additionalProperties"]; ok {
+			if hasProps {
+				t.Errorf("%s: properties and additionalProperties together", path)
+			}
+			if m, ok := ap.(map[string]any); ok {
+				walk(path+".*", m)
+			} else {
+				t.Errorf("%s: additionalProperties must be a schema, not %v", path, ap)
+			}
+		}
+		for k, v := range props {
+			walk(path+"."+k, v.(map[string]any))
+		}
+		if items, ok := s["items"].(map[string]any); ok {
+			walk(path+"[]", items)
+		}
+	}
+	walk("", crd.Spec.Versions[0].Schema.OpenAPIV3Schema)
+}
