@@ -36,6 +36,10 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	interval := fs.Duration("interval", 0, "re-validation interval (default: the config's interval, else 30s)")
 	once := fs.Bool("once", false, "reconcile once and exit (exit 1 when a stage is not ready)")
 	return func(ctx context.Context, e *env) error {
+		// Configuration mistakes first: they are the likelier ones and name the field to fix.
+		if _, err := agentcfg.Load(*cfgPath); err != nil {
+			return err
+		}
 		if *node == "" {
 			return nodeapi.ErrNoNodeName
 		}
