@@ -90,30 +90,60 @@ func TestFixtureFacts(t *testing.T) {
 	}
 }
 
-// TestPolicyAndRenderedTreeAgree audits a policy, and the tree `render -o` writes for it: the
-// reports must be identical, and only the driver container and toolkit install may be privileged.
+// TestPolicyAndRenderedTreeAgree audits a policy, and the tree `render -o` writes for it (the
+// Argo CD layout and the Flux layout): the reports must be identical, and only the driver
+// container and toolkit install may be privileged.
 func TestPolicyAndRenderedTreeAgree(t *testing.T) {
-	const policy = "testdata/policy.yaml"
-	out, stderr, code := runAudit(t, "-f", policy)
+	out, stderr, code := runAudit(t, "-f", "testdata/policy.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	golden(t, "policy.md", []byte(out))
+	for _, policy := range []string{"testdata/policy.yaml", "../../policies/containerd-2-cdi.yaml", "../../policies/driver-container.yaml"} {
+		t.Run(filepath.Base(policy), func(t *testing.T) {
+			fromPolicy, stderr, code := runAudit(t, "-f", policy)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			fromTree, stderr, code := runAudit(t, "-f", writeTree(t, policy))
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if fromTree != fromPolicy {
+				t.Errorf("audit of the rendered tree differs from the audit of the policy")
+			}
+			in, _ := Load(policy, validate.Options{})
+			r, _ := Build(in.Objects)
+			for _, w := range r.Workloads {
+				for _, c := range w.Containers {
+					if c.Privileged && w.Name != render.NameDriver && w.Name != render.NameToolkit {
+						t.Errorf("%s/%s is privileged; only the driver and toolkit stages may be", w.Name, c.Name)
+					}
+				}
+			}
+		})
+	}
+}
 
-	data, _ := os.ReadFile(policy)
+// writeTree writes what `gpupolicy-fn render -o` would for policy into a temp dir.
+func writeTree(t *testing.T, policy string) string {
+	t.Helper()
+	data, err := os.ReadFile(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, objs, res := pipeline.Load(data, validate.Options{})
 	if res.HasErrors() {
 		t.Fatal(res.Text(policy))
 	}
-	files, err := render.Files(p, objs, render.FileOptions{})
+	opts := render.DefaultFileOptions()
+	opts.FluxPath = "./clusters/test"
+	files, err := render.Files(p, objs, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	for name, b := range files {
-		if filepath.Ext(name) != ".yaml" {
-			continue
-		}
 		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -121,22 +151,7 @@ func TestPolicyAndRenderedTreeAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fromTree, stderr, code := runAudit(t, "-f", dir)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	if fromTree != out {
-		t.Errorf("audit of the rendered tree differs from the audit of the policy")
-	}
-	in, _ := Load(policy, validate.Options{})
-	r, _ := Build(in.Objects)
-	for _, w := range r.Workloads {
-		for _, c := range w.Containers {
-			if c.Privileged && w.Name != render.NameDriver && w.Name != render.NameToolkit {
-				t.Errorf("%s/%s is privileged; only the driver and toolkit stages may be", w.Name, c.Name)
-			}
-		}
-	}
+	return dir
 }
 
 func TestUsageAndBadInput(t *testing.T) {
