@@ -43,7 +43,12 @@ func (c *checker) versionFormat(p *field.Path, v string, re, near *regexp.Regexp
 }
 
 func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
-	c.dnsLabel(p.Child("namespace"), s.Namespace)
+	if c.dnsLabel(p.Child("namespace"), s.Namespace) {
+		switch s.Namespace {
+		case "default", "kube-system", "kube-public", "kube-node-lease":
+			c.errorf(p.Child("namespace"), s.Namespace, "%q is a namespace Kubernetes owns: the rendered Namespace would replace its labels (Pod Security level privileged) and its objects would mix with the cluster's own; use a dedicated namespace such as %q", s.Namespace, v1alpha1.DefaultNamespace)
+		}
+	}
 	if c.required(p.Child("kubernetesVersion"), s.KubernetesVersion, "1.34") {
 		c.versionFormat(p.Child("kubernetesVersion"), s.KubernetesVersion, kubeMinorRE, kubeNearRE, `"1.34" (the cluster's minor version)`)
 	}
