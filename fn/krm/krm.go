@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	yaml "go.yaml.in/yaml/v3"
@@ -91,9 +93,57 @@ func process(rl *fn.ResourceList, opts validate.Options) (items []*yaml.Node, ok
 		if err != nil {
 			return nil, false, err
 		}
+		// Where kpt writes the object (the `render -o` tree); kustomize drops these
+		// annotations from its output.
+		setAnnotations(n, map[string]string{
+			annotationPath:       o.Path(),
+			annotationLegacyPath: o.Path(),
+			annotationIndex:      "0",
+			annotationLegacyIdx:  "0",
+		})
 		items = append(items, n)
 	}
 	return items, true, nil
+}
+
+// Annotations of the KRM functions spec that say which file an item lives in (the legacy
+// names are still read by kpt and kustomize; both must agree when both are set).
+const (
+	annotationPath       = "internal.config.kubernetes.io/path"
+	annotationIndex      = "internal.config.kubernetes.io/index"
+	annotationLegacyPath = "config.kubernetes.io/path"
+	annotationLegacyIdx  = "config.kubernetes.io/index"
+)
+
+// setAnnotations adds annotations to an object node, keeping the keys sorted.
+func setAnnotations(obj *yaml.Node, kv map[string]string) {
+	meta := mappingChild(obj, "metadata")
+	ann := mappingChild(meta, "annotations")
+	for k, v := range kv {
+		ann.Content = append(ann.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k},
+			&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v})
+	}
+	pairs := make([][2]*yaml.Node, 0, len(ann.Content)/2)
+	for i := 0; i+1 < len(ann.Content); i += 2 {
+		pairs = append(pairs, [2]*yaml.Node{ann.Content[i], ann.Content[i+1]})
+	}
+	slices.SortStableFunc(pairs, func(a, b [2]*yaml.Node) int { return strings.Compare(a[0].Value, b[0].Value) })
+	ann.Content = ann.Content[:0]
+	for _, p := range pairs {
+		ann.Content = append(ann.Content, p[0], p[1])
+	}
+}
+
+// mappingChild returns the mapping under key in m, adding an empty one if absent.
+func mappingChild(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	child := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, child)
+	return child
 }
 
 // objectNode parses a passed-through item, keeping its comments.

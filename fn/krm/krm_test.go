@@ -65,6 +65,14 @@ func TestGeneratorFunctionConfig(t *testing.T) {
 	if kinds["DaemonSet"] != 6 || kinds["ConfigMap"] != 4 || kinds["Namespace"] != 1 {
 		t.Fatalf("unexpected items: %v", kinds)
 	}
+	// kpt writes each object where `render -o` would.
+	for _, it := range rl.Items {
+		if it.GetKind() == "DaemonSet" && it.GetName() == "gpu-driver" {
+			if p := it.GetAnnotation("internal.config.kubernetes.io/path"); p != "01-driver/daemonset-gpu-driver.yaml" {
+				t.Errorf("gpu-driver path annotation = %q", p)
+			}
+		}
+	}
 	// Input items first, then the rendered objects in stage order.
 	if rl.Items[0].GetName() != "unrelated" || rl.Items[1].GetKind() != "Namespace" || rl.Items[len(rl.Items)-1].GetKind() != "PrometheusRule" {
 		t.Fatalf("order: %s, %s ... %s", rl.Items[0].ShortString(), rl.Items[1].ShortString(), rl.Items[len(rl.Items)-1].ShortString())

@@ -40,7 +40,7 @@ func Files(p *v1alpha1.GPUPolicy, objs Objects, opts FileOptions) (map[string][]
 	perStage := map[Stage][]string{}
 	var all []string
 	for _, o := range objs {
-		name := path.Join(o.Stage.Dir(), fileName(o))
+		name := o.Path()
 		if _, dup := files[name]; dup {
 			return nil, fmt.Errorf("two objects map to the file %s: rename one", name)
 		}
@@ -78,6 +78,11 @@ func Files(p *v1alpha1.GPUPolicy, objs Objects, opts FileOptions) (map[string][]
 	files[path.Join(FluxDir, kustomizationFile)] = kustomization(fluxFiles)
 	return files, nil
 }
+
+// Path is the object's file in the rendered tree: "<stage dir>/<kind>-<name>.yaml". The KRM
+// function puts it in the internal.config.kubernetes.io/path annotation, so kpt writes the
+// same tree as `render -o`.
+func (o Object) Path() string { return path.Join(o.Stage.Dir(), fileName(o)) }
 
 // fileName is "<kind>-<name>.yaml"; ':' (cluster role names) is not portable in file names.
 func fileName(o Object) string {
