@@ -36,7 +36,8 @@ As a kustomize generator (exec mode; the annotation goes on the GPUPolicy):
   kustomize build --enable-alpha-plugins --enable-exec DIR
 
 With kpt: kpt fn eval DIR --exec gpupolicy-fn --fn-config policy.yaml, with policy.yaml outside
-DIR: the function removes every GPUPolicy from its output, and kpt deletes the files of removed
-items, so a policy inside the package would be deleted from disk.
+DIR: the objects are written into DIR in the same stage directories as render -o (their
+internal.config.kubernetes.io/path annotations). The function removes every GPUPolicy from its
+output and kpt deletes the files of removed items, so a policy inside DIR would be deleted.
 `)
 }
