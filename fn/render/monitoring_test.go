@@ -32,7 +32,7 @@ func prometheusRule(t *testing.T, objs render.Objects) map[string]any {
 func TestPrometheusRulesPromtool(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("promtool not installed (Debian package prometheus)")
+		skipUnlessCI(t, "promtool not installed (Debian package prometheus)")
 	}
 	checked := 0
 	for _, name := range cases(t) {
@@ -142,7 +142,7 @@ tests:
 func TestAlertsFire(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("promtool not installed (Debian package prometheus)")
+		skipUnlessCI(t, "promtool not installed (Debian package prometheus)")
 	}
 	_, objs := load(t, "default")
 	b, err := yaml.Marshal(prometheusRule(t, objs))
