@@ -269,7 +269,7 @@ func labelsFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 					computeErr = err
 					return nil
 				}
-				if c := nodeapi.Diff(n, l, nil); !c.Empty() {
+				if c := nodeapi.Diff(n, labels.WithRemovals(n.Labels, l), nil); !c.Empty() {
 					log.Info("feature labels changed", "labels", len(c.Labels))
 					return []nodeapi.Change{c}
 				}

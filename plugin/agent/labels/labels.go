@@ -136,7 +136,10 @@ func FromNVML(lib gonvml.Interface, dp config.DevicePlugin) (map[string]string, 
 	}
 	out[MIGStrategy] = dp.MIGStrategy
 	if out[MIGStrategy] == "" {
-		out[MIGStrategy] = "none"
+		out[MIGStrategy] = MIGStrategyNone
+	}
+	if err := migLabels(lib, count, out[MIGStrategy], out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
