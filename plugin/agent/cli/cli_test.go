@@ -106,11 +106,7 @@ func TestBadConfigNamesField(t *testing.T) {
 }
 
 func TestToolkitInstallCLI(t *testing.T) {
-	root := t.TempDir()
-	dropIn := filepath.Join(t.TempDir(), "99-gpupolicy-nvidia.toml")
-	_ = os.WriteFile(dropIn, []byte("version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.nvidia]\n  runtime_type = \"io.containerd.runc.v2\"\n"), 0o644)
-	proc := t.TempDir()
-	_ = os.WriteFile(filepath.Join(proc, "uptime"), []byte("100.0 100.0\n"), 0o644)
+	root, dropIn, proc := toolkitHost(t)
 	args := []string{"toolkit", "install", "--host-root", root, "--drop-in", dropIn, "--containerd-version", "2.1", "--restart-mode", "none", "--containerd-bin", "none", "--proc", proc}
 	if code, out, errs := run(args...); code != 0 || !strings.Contains(out, `"Verified":true`) {
 		t.Fatalf("exit %d: %s %s", code, out, errs)
@@ -125,4 +121,20 @@ func TestToolkitInstallCLI(t *testing.T) {
 	if code, out, _ := run("toolkit", "uninstall", "--host-root", root, "--restart-mode", "none"); code != 0 || out != "removed: true\n" {
 		t.Fatalf("uninstall: %d %q", code, out)
 	}
+}
+
+// toolkitHost is an empty fake host root, a rendered containerd 2.1 drop-in and a /proc
+// without containerd (verification by config files).
+func toolkitHost(t *testing.T) (root, dropIn, proc string) {
+	t.Helper()
+	root, proc = t.TempDir(), t.TempDir()
+	dropIn = filepath.Join(t.TempDir(), "99-gpupolicy-nvidia.toml")
+	rendered := "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.nvidia]\n  runtime_type = \"io.containerd.runc.v2\"\n"
+	if err := os.WriteFile(dropIn, []byte(rendered), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "uptime"), []byte("100.0 100.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root, dropIn, proc
 }

@@ -35,11 +35,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 // --watch re-installs a drop-in someone deleted, and a stop (SIGTERM) leaves it in place.
 func TestToolkitWatchReappliesAndNeverUninstalls(t *testing.T) {
-	root := t.TempDir()
-	dropIn := filepath.Join(t.TempDir(), "99-gpupolicy-nvidia.toml")
-	_ = os.WriteFile(dropIn, []byte("version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.nvidia]\n  runtime_type = \"io.containerd.runc.v2\"\n"), 0o644)
-	proc := t.TempDir()
-	_ = os.WriteFile(filepath.Join(proc, "uptime"), []byte("100.0 100.0\n"), 0o644)
+	root, dropIn, proc := toolkitHost(t)
 	installed := filepath.Join(root, "etc/containerd/conf.d/99-gpupolicy-nvidia.toml")
 	exists := func() bool { _, err := os.Stat(installed); return err == nil }
 
