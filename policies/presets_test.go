@@ -146,3 +146,32 @@ func TestRenderedObjectsStrict(t *testing.T) {
 		})
 	}
 }
+
+// expectedResults are the non-error results each preset must produce, as "severity field".
+// A preset is a recommendation: a new warning on one is a finding to act on (fix the preset or
+// the matrix), not noise, so the list is exact.
+var expectedResults = map[string][]string{
+	"air-gapped-mirror":           {"info spec.containerRuntime.version"},
+	"containerd-2-cdi":            nil,
+	"driver-container":            {"info spec.containerRuntime.version"},
+	"inference-training-pools":    nil,
+	"preinstalled-containerd-1.7": {"info spec.containerRuntime.version"},
+}
+
+func TestPresetResults(t *testing.T) {
+	for _, p := range presets(t) {
+		want, ok := expectedResults[p.name]
+		if !ok {
+			t.Errorf("%s: add the preset to expectedResults", p.name)
+			continue
+		}
+		_, res := validate.Load(p.data, validate.Options{Now: now})
+		var got []string
+		for _, r := range res {
+			got = append(got, string(r.Severity)+" "+r.Field)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s.yaml: results\n%s\nwant\n%s\n%s", p.name, strings.Join(got, "\n"), strings.Join(want, "\n"), res.Text(p.name+".yaml"))
+		}
+	}
+}
