@@ -8,7 +8,9 @@
 #
 # Who runs as root, and why (the image's default user is 65532, "nonroot"):
 #   gpu-container-toolkit (install)  root + privileged + hostPID: writes containerd's drop-in under
-#                                    /etc/containerd on the host and restarts containerd.
+#                                    /etc/containerd on the host and restarts containerd (it runs the
+#                                    host's own containerd/systemctl through chroot /host, so the
+#                                    image needs no shell or tools).
 #   gpu-device-plugin                root, unprivileged, no capabilities: creates its socket in the
 #                                    root-owned /var/lib/kubelet/device-plugins and dials kubelet.sock.
 #   gpu-exporter                     root, unprivileged, no capabilities: dials the root-owned
