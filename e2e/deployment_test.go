@@ -8,13 +8,13 @@ import (
 	"sort"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/fluxcd/pkg/ssa/utils"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/fakenode"
 	"github.com/gpupolicy/gpupolicy/e2e/internal/stack"
@@ -87,8 +87,7 @@ func deploy() (*deployment, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err = withoutUninstalledKinds(objs)
-	if err != nil {
+	if err := installMonitoringCRDs(ctx, env.cfg); err != nil {
 		return nil, err
 	}
 	d := &deployment{objects: objs, stageDaemonSets: map[string][]*appsv1.DaemonSet{}}
@@ -135,10 +134,10 @@ func deploy() (*deployment, error) {
 	if d.agentDS == nil || agentConfig == nil {
 		return nil, fmt.Errorf("the rendered stack has no DaemonSet and ConfigMap %q (key %s)", config.AgentConfigMap, config.AgentConfigFile)
 	}
-	if d.fleet, err = fakenode.NewFleet(env.cfg, d.agentDS, d.stageDaemonSets[config.LabelDeployToolkit], agentConfig, filepath.Join(env.workDir, "agents")); err != nil {
+	agentBin := filepath.Join(env.repoRoot, "bin", "gpu-node-agent")
+	if d.fleet, err = fakenode.NewFleet(env.cfg, agentBin, d.agentDS, d.stageDaemonSets[config.LabelDeployToolkit], agentConfig, filepath.Join(env.workDir, "agents")); err != nil {
 		return nil, err
 	}
-	d.fleet.Interval = time.Second
 	var fctx context.Context
 	fctx, d.cancel = context.WithCancel(ctx)
 	if err := d.fleet.Start(fctx); err != nil {
@@ -148,26 +147,33 @@ func deploy() (*deployment, error) {
 	return d, nil
 }
 
-// Kinds whose CRDs the test cluster does not install; named so the report says exactly what
-// was not applied. ServiceMonitor and PrometheusRule belong to the Prometheus operator, which
-// a monitoring stack installs; their content is checked by the exporter's promtool tests.
-var uninstalledKinds = map[string]bool{
-	"monitoring.coreos.com/ServiceMonitor": true,
-	"monitoring.coreos.com/PrometheusRule": true,
-}
-
-func withoutUninstalledKinds(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, o := range objs {
-		gk := o.GroupVersionKind().Group + "/" + o.GetKind()
-		if !uninstalledKinds[gk] {
-			out = append(out, o)
+// installMonitoringCRDs installs the Prometheus operator's ServiceMonitor and PrometheusRule
+// CRDs (testdata/crds), as a cluster's monitoring stack would before the GPU stack, so the
+// rendered monitoring objects are applied against their real schemas rather than skipped.
+func installMonitoringCRDs(ctx context.Context, cfg *rest.Config) error {
+	var crds []*unstructured.Unstructured
+	files, err := filepath.Glob(filepath.Join(env.repoRoot, "e2e", "testdata", "crds", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		r, err := os.Open(f)
+		if err != nil {
+			return err
 		}
+		objs, err := utils.ReadObjects(r)
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		crds = append(crds, objs...)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no objects left to apply")
+	a, err := stack.NewApplier(cfg, "monitoring-stack")
+	if err != nil {
+		return err
 	}
-	return out, nil
+	_, err = a.Apply(ctx, "monitoring CRDs", crds)
+	return err
 }
 
 // gateLabel is the nvidia.com/gpu.deploy.* label a stage DaemonSet requires, from its

@@ -28,6 +28,9 @@ func TestFluxLayoutStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
+	if err := installMonitoringCRDs(ctx, c.RESTConfig()); err != nil {
+		t.Fatal(err)
+	}
 	a, err := stack.NewApplier(c.RESTConfig(), "kustomize-controller")
 	if err != nil {
 		t.Fatal(err)
@@ -42,11 +45,7 @@ func TestFluxLayoutStages(t *testing.T) {
 		if !s.Wait {
 			t.Errorf("Kustomization %s: spec.wait is not true; the next stage would not wait for it", s.Name)
 		}
-		objs, err := withoutUninstalledKinds(s.Objects)
-		if err != nil {
-			t.Fatalf("Kustomization %s: %v", s.Name, err)
-		}
-		cs, err := a.Apply(ctx, s.Name, objs)
+		cs, err := a.Apply(ctx, s.Name, s.Objects)
 		if err != nil {
 			t.Fatalf("Kustomization %s (%s): %v", s.Name, s.Path, err)
 		}

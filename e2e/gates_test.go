@@ -114,7 +114,6 @@ func TestGatesOpenStageByStage(t *testing.T) {
 	if p := stagePods(t, d, config.LabelDeployDevicePlugin, b.Node); !running(p) {
 		t.Errorf("%s: device plugin %v, want it untouched", b.Node, p)
 	}
-	noAgentErrors(t, d)
 }
 
 func waitPods(t *testing.T, d *deployment, gate, node string) {

@@ -64,7 +64,13 @@ func joinGPUNode(t *testing.T, d *deployment, name string, labels map[string]str
 		t.Fatal(err)
 	}
 	joinNode(t, fakenode.Spec{Name: name, GPU: true, Labels: labels})
-	t.Cleanup(func() { d.fleet.RemoveHost(name) }) // runs before joinNode's node deletion
+	// Runs before joinNode's node deletion: stop the agent, then check what it logged.
+	t.Cleanup(func() {
+		d.fleet.RemoveHost(name)
+		for _, err := range d.fleet.Errors(name) {
+			t.Errorf("node agent on %s: %v", name, err)
+		}
+	})
 	return h
 }
 
@@ -124,15 +130,6 @@ func nvidiaLabels(t *testing.T, name string) string {
 	}
 	sort.Strings(out)
 	return fmt.Sprint(out)
-}
-
-// noAgentErrors fails the test if any agent reconcile failed, e.g. a patch the guardrails
-// denied: the agent must live within its own policy.
-func noAgentErrors(t *testing.T, d *deployment) {
-	t.Helper()
-	for _, err := range d.fleet.Errors() {
-		t.Errorf("node agent: %v", err)
-	}
 }
 
 // selects reports whether ds's pods would be placed on a GPU node with every gate open and

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/cluster"
 )
@@ -30,6 +32,9 @@ var keep = flag.Bool("keep", os.Getenv("E2E_KEEP") != "", "keep the work directo
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// Flux's engine logs through controller-runtime; the suite reports API warnings and errors
+	// itself (stack.WarningRecorder), so the engine's own log is not needed.
+	ctrllog.SetLogger(logr.Discard())
 	os.Exit(runMain(m))
 }
 

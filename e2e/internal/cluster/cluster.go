@@ -91,6 +91,9 @@ func Start(ctx context.Context, bins *Binaries, dir string) (_ *Cluster, err err
 	if err := c.start(ctx, "kube-apiserver", bins.KubeAPIServer, httpReady(c.Server+"/readyz", caPool, c.token),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
+		// The endpoint reconciler refuses a loopback address; nothing here needs the kubernetes
+		// Service endpoints (no pod talks to the API server).
+		"--endpoint-reconciler-type=none",
 		"--tls-cert-file="+c.pki.ServerCert, "--tls-private-key-file="+c.pki.ServerKey,
 		"--token-auth-file="+tokens,
 		"--authorization-mode=RBAC",

@@ -2,11 +2,14 @@ package fakenode
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,10 +19,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
-	"github.com/gpupolicy/gpupolicy/plugin/agent/stages"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -27,36 +30,42 @@ import (
 // the guardrail policies compare it with the Node being written.
 const NodeNameExtra = "authentication.kubernetes.io/node-name"
 
-// Fleet runs the node agent's gate for every fake GPU node whose agent pod kwok reports
-// Running, as the agent container would: the real stage checks (package stages) over the
-// node's Host, the real Reconciler, and the agent's service-account identity with the
-// node-name claim, so every patch passes the guardrail policies or fails the test.
+// Fleet runs the node agent for every fake GPU node whose agent pod kwok reports Running, as
+// the agent container would: the real `gpu-node-agent gate` (real stage checks over the
+// node's Host, the real Reconciler) with the agent's service-account identity and node-name
+// claim, so every patch it makes passes the guardrail policies or shows up in Errors.
+//
+// The agents run as processes, not in the test binary: the suite links Flux's engine, whose
+// dependencies pull in Go's plugin package, which makes the linker bind every symbol at start
+// (BIND_NOW); go-nvml's symbols are only resolved when libnvidia-ml is opened, so a test
+// binary linking the agent would not start on a machine without NVIDIA's library.
 type Fleet struct {
-	admin    *rest.Config
-	agentCfg *config.Agent
-	agentDS  *appsv1.DaemonSet
-	dir      string
-	log      *slog.Logger
-	logFile  *os.File
-	// Interval between reconciles when nothing kicks the agent (label changes by others).
+	admin        *rest.Config
+	agentBin     string
+	agentCfg     *config.Agent
+	agentCfgPath string // the rendered config.yaml, as the ConfigMap mounts it
+	agentDS      *appsv1.DaemonSet
+	// toolkitDS names the DaemonSets gated by the toolkit stage.
+	toolkitDS map[string]bool
+	dir       string
+	// Interval is the agents' --interval: how soon they notice a host or label change.
 	Interval time.Duration
 
 	mu      sync.Mutex
 	hosts   map[string]*Host
-	kicks   map[string]chan struct{}
-	running map[string]context.CancelFunc
+	running map[string]*agentProc
 	// installed records the toolkit pods (by UID) whose install was already played, so an
 	// update of the same pod does not undo a test's SetToolkit(false).
 	installed map[string]bool
-	errs      []error
+	errs      map[string][]error // by node
 	wg        sync.WaitGroup
 }
 
-// NewFleet prepares agents for the rendered agent DaemonSet and its configuration document
-// (the config.yaml key of the gpu-node-agent ConfigMap); toolkitDS are the DaemonSets of the
-// toolkit stage, whose running pods play `toolkit install`. Host directories and the agents'
-// log live under dir.
-func NewFleet(admin *rest.Config, agentDS *appsv1.DaemonSet, toolkitDS []*appsv1.DaemonSet, agentConfigYAML []byte, dir string) (*Fleet, error) {
+// NewFleet prepares agents (agentBin: bin/gpu-node-agent) for the rendered agent DaemonSet and
+// its configuration document (the config.yaml key of the gpu-node-agent ConfigMap); toolkitDS
+// are the DaemonSets of the toolkit stage, whose running pods play `toolkit install`. Host
+// directories, kubeconfigs and the agents' logs live under dir.
+func NewFleet(admin *rest.Config, agentBin string, agentDS *appsv1.DaemonSet, toolkitDS []*appsv1.DaemonSet, agentConfigYAML []byte, dir string) (*Fleet, error) {
 	var cfg config.Agent
 	if err := yaml.UnmarshalStrict(agentConfigYAML, &cfg); err != nil {
 		return nil, fmt.Errorf("agent config from ConfigMap %s: %w", config.AgentConfigMap, err)
@@ -64,11 +73,14 @@ func NewFleet(admin *rest.Config, agentDS *appsv1.DaemonSet, toolkitDS []*appsv1
 	if agentDS.Spec.Template.Spec.ServiceAccountName == "" {
 		return nil, fmt.Errorf("DaemonSet %s/%s sets no serviceAccountName; the agent needs its own identity", agentDS.Namespace, agentDS.Name)
 	}
+	if _, err := os.Stat(agentBin); err != nil {
+		return nil, fmt.Errorf("node agent binary: %w (run `make build`)", err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	lf, err := os.Create(filepath.Join(dir, "agents.log"))
-	if err != nil {
+	cfgPath := filepath.Join(dir, config.AgentConfigFile)
+	if err := os.WriteFile(cfgPath, agentConfigYAML, 0o644); err != nil {
 		return nil, err
 	}
 	tk := map[string]bool{}
@@ -76,10 +88,10 @@ func NewFleet(admin *rest.Config, agentDS *appsv1.DaemonSet, toolkitDS []*appsv1
 		tk[ds.Name] = true
 	}
 	return &Fleet{
-		admin: admin, agentCfg: &cfg, agentDS: agentDS, toolkitDS: tk, dir: dir, installed: map[string]bool{},
-		log: slog.New(slog.NewTextHandler(lf, nil)), logFile: lf,
-		Interval: 2 * time.Second,
-		hosts:    map[string]*Host{}, kicks: map[string]chan struct{}{}, running: map[string]context.CancelFunc{},
+		admin: admin, agentBin: agentBin, agentCfg: &cfg, agentCfgPath: cfgPath, agentDS: agentDS,
+		toolkitDS: tk, dir: dir, Interval: time.Second,
+		hosts: map[string]*Host{}, running: map[string]*agentProc{}, installed: map[string]bool{},
+		errs: map[string][]error{},
 	}, nil
 }
 
@@ -94,27 +106,20 @@ func (f *Fleet) AddHost(node string, installsToolkit bool) (*Host, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
-	kick := make(chan struct{}, 1)
-	h := &Host{Node: node, Root: root, cfg: f.agentCfg, InstallsToolkit: installsToolkit, kick: func() {
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
-	}}
+	h := &Host{Node: node, Root: root, cfg: f.agentCfg, InstallsToolkit: installsToolkit}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.hosts[node], f.kicks[node] = h, kick
+	f.hosts[node] = h
 	return h, nil
 }
 
 // RemoveHost stops the node's agent and forgets its host, before the node is deleted (an
 // agent left running would report the missing node as an error).
 func (f *Fleet) RemoveHost(node string) {
-	f.stopAgent(node)
+	<-f.stopAgent(node)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.hosts, node)
-	delete(f.kicks, node)
 }
 
 // Start watches the pods of the stack's namespace: it runs or stops each node's agent with its
@@ -184,7 +189,7 @@ func (f *Fleet) toolkitPodRunning(p *corev1.Pod) {
 		return
 	}
 	if err := h.SetToolkit(true); err != nil {
-		f.recordErr(fmt.Errorf("toolkit install on %s: %w", h.Node, err))
+		f.recordErr(h.Node, fmt.Errorf("toolkit install: %w", err))
 	}
 }
 
@@ -196,72 +201,138 @@ func (f *Fleet) startAgent(ctx context.Context, node string) {
 		return
 	}
 	actx, cancel := context.WithCancel(ctx)
-	f.running[h.Node] = cancel
+	p := &agentProc{cancel: cancel, done: make(chan struct{})}
+	f.running[h.Node] = p
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		f.runAgent(actx, h, f.kicks[h.Node])
+		defer close(p.done)
+		f.runAgent(actx, h)
 	}()
 }
 
-func (f *Fleet) stopAgent(node string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if cancel := f.running[node]; cancel != nil {
-		cancel()
-		delete(f.running, node)
-	}
+type agentProc struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed once the process exited and its log was scanned
 }
 
-// runAgent is the agent container's main loop: reconcile now, then whenever the host changes
-// or the interval passes. Errors are kept for Errors: a patch the guardrails deny is a defect.
-func (f *Fleet) runAgent(ctx context.Context, h *Host, kick <-chan struct{}) {
-	log := f.log.With("node", h.Node, "stage", "gate")
-	client, err := kubernetes.NewForConfig(AgentConfig(f.admin, f.agentDS.Namespace, f.agentDS.Spec.Template.Spec.ServiceAccountName, h.Node))
-	if err != nil {
-		f.recordErr(fmt.Errorf("agent on %s: %w", h.Node, err))
+// stopAgent stops node's agent; the returned channel is closed once it is gone.
+func (f *Fleet) stopAgent(node string) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.running[node]
+	if p == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	p.cancel()
+	delete(f.running, node)
+	return p.done
+}
+
+// runAgent is the agent container: the real `gpu-node-agent gate` with the rendered config,
+// the node's host directory as --host-root and a kubeconfig that carries the agent's identity.
+// It runs until ctx ends (the pod went away or the fleet stops), then gets SIGTERM.
+func (f *Fleet) runAgent(ctx context.Context, h *Host) {
+	dir := filepath.Join(f.dir, "run", h.Node)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		f.recordErr(h.Node, err)
 		return
 	}
-	r := &gate.Reconciler{Client: client, Node: h.Node, Checks: stages.Checks(f.agentCfg, h.Root), Logger: f.log}
-	log.Info("agent started")
-	for {
-		if _, err := r.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			log.Error("reconcile failed", "error", err)
-			f.recordErr(fmt.Errorf("agent on %s: %w", h.Node, err))
-		}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	sa := f.agentDS.Spec.Template.Spec.ServiceAccountName
+	if err := WriteKubeconfig(kubeconfig, AgentConfig(f.admin, f.agentDS.Namespace, sa, h.Node)); err != nil {
+		f.recordErr(h.Node, err)
+		return
+	}
+	logPath := filepath.Join(dir, "agent.log")
+	// Appended: a node whose agent pod is replaced runs a second agent into the same log.
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		f.recordErr(h.Node, err)
+		return
+	}
+	defer logFile.Close()
+	cmd := exec.Command(f.agentBin, "gate", "--config", f.agentCfgPath, "--host-root", h.Root,
+		"--node", h.Node, "--kubeconfig", kubeconfig, "--interval", f.Interval.String())
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.recordErr(h.Node, err)
+		return
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		f.recordErr(h.Node, fmt.Errorf("agent exited on its own (%v); log: %s", err, logPath))
+	case <-ctx.Done():
+		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-ctx.Done():
-			log.Info("agent stopped")
-			return
-		case <-kick:
-		case <-time.After(f.Interval):
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	f.scanLog(h.Node, logPath)
+}
+
+// scanLog records every warning or error the agent logged (a reconcile that failed, e.g. a
+// patch the guardrails denied; an event it could not post): the agent must work within its
+// own RBAC and admission policies.
+func (f *Fleet) scanLog(node, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		f.recordErr(node, err)
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var rec struct {
+			Level string `json:"level"`
+			Msg   string `json:"msg"`
+			Error string `json:"error"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		if (rec.Level == "WARN" || rec.Level == "ERROR") && !strings.Contains(rec.Error, context.Canceled.Error()) {
+			f.recordErr(node, fmt.Errorf("%s: %s: %s (log: %s)", rec.Level, rec.Msg, rec.Error, path))
 		}
 	}
 }
 
-func (f *Fleet) recordErr(err error) {
+func (f *Fleet) recordErr(node string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.errs = append(f.errs, err)
+	f.errs[node] = append(f.errs[node], err)
 }
 
-// Errors returns the reconcile errors so far.
-func (f *Fleet) Errors() []error {
+// Errors returns the problems of node's agent (all nodes for "") seen so far; an agent's log
+// is read when it stops (RemoveHost, Stop, or its pod went away).
+func (f *Fleet) Errors(node string) []error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]error(nil), f.errs...)
+	if node != "" {
+		return append([]error(nil), f.errs[node]...)
+	}
+	var all []error
+	for _, errs := range f.errs {
+		all = append(all, errs...)
+	}
+	return all
 }
 
 // Stop stops every agent and waits for them.
 func (f *Fleet) Stop() {
 	f.mu.Lock()
-	for n, cancel := range f.running {
-		cancel()
+	for n, p := range f.running {
+		p.cancel()
 		delete(f.running, n)
 	}
 	f.mu.Unlock()
 	f.wg.Wait()
-	f.logFile.Close()
 }
 
 // AgentConfig is admin impersonating the agent of node: its service account (with the
@@ -275,4 +346,20 @@ func AgentConfig(admin *rest.Config, namespace, serviceAccount, node string) *re
 		Extra:    map[string][]string{NodeNameExtra: {node}},
 	}
 	return c
+}
+
+// WriteKubeconfig writes cfg (server, CA, token and impersonation) as a kubeconfig file, the
+// form the agent binary takes with --kubeconfig.
+func WriteKubeconfig(path string, cfg *rest.Config) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["e2e"] = &clientcmdapi.AuthInfo{
+		Token:                cfg.BearerToken,
+		Impersonate:          cfg.Impersonate.UserName,
+		ImpersonateGroups:    cfg.Impersonate.Groups,
+		ImpersonateUserExtra: cfg.Impersonate.Extra,
+	}
+	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "e2e"}
+	kc.CurrentContext = "e2e"
+	return clientcmd.WriteToFile(*kc, path)
 }

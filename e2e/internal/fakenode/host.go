@@ -21,14 +21,12 @@ type Host struct {
 	// status file), as the real container does. Off, the test decides with SetToolkit.
 	InstallsToolkit bool
 	cfg             *config.Agent
-	kick            func() // asks the node's agent to reconcile now
 }
 
 const driverVersionFile = "proc/driver/nvidia/version"
 
 // SetDriver writes the loaded kernel module's version in NVIDIA's format; "" unloads it.
 func (h *Host) SetDriver(version string) error {
-	defer h.kick()
 	p := filepath.Join(h.Root, driverVersionFile)
 	if version == "" {
 		return removeIfExists(p)
@@ -44,12 +42,11 @@ func (h *Host) SetDriver(version string) error {
 // and drop-in digest the policy expects, as `gpu-node-agent toolkit install` does after
 // containerd loaded the handler.
 func (h *Host) SetToolkit(ok bool) error {
-	defer h.kick()
 	if !ok {
 		return removeIfExists(filepath.Join(h.Root, config.ToolkitStatusFile))
 	}
 	return toolkit.WriteStatus(h.Root, toolkit.Status{
-		Handler:           h.cfg.Toolkit.RuntimeClassName,
+		Handlers:          []string{h.cfg.Toolkit.RuntimeClassName},
 		DropInSHA256:      h.cfg.Toolkit.DropInSHA256,
 		ContainerdVersion: h.cfg.ContainerRuntime.Version,
 		VerifiedBy:        "e2e",
