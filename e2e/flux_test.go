@@ -5,8 +5,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/gpupolicy/gpupolicy/e2e/internal/cluster"
 	"github.com/gpupolicy/gpupolicy/e2e/internal/stack"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // TestFluxLayoutStages applies examples/flux the way kustomize-controller would: stage by
@@ -35,6 +39,33 @@ func TestFluxLayoutStages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The dependsOn chain must put the stage DaemonSets in gate order.
+	stageOf := map[string]int{}
+	for i, s := range stages {
+		for _, o := range s.Objects {
+			if o.GetKind() != "DaemonSet" {
+				continue
+			}
+			var ds appsv1.DaemonSet
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err != nil {
+				t.Fatal(err)
+			}
+			if g := gateLabel(&ds); g != "" {
+				if _, seen := stageOf[g]; !seen {
+					stageOf[g] = i
+				}
+			}
+		}
+	}
+	gates := []string{config.LabelDeployDriver, config.LabelDeployToolkit, config.LabelDeployDevicePlugin}
+	for i := 1; i < len(gates); i++ {
+		prev, ok1 := stageOf[gates[i-1]]
+		cur, ok2 := stageOf[gates[i]]
+		if !ok1 || !ok2 || prev >= cur {
+			t.Errorf("stage order %v: the %s DaemonSets must come in a stage after the %s ones", stageOf, gates[i], gates[i-1])
+		}
+	}
+
 	applied := map[string]bool{}
 	for _, s := range stages {
 		for _, dep := range s.DependsOn {
@@ -44,6 +75,11 @@ func TestFluxLayoutStages(t *testing.T) {
 		}
 		if !s.Wait {
 			t.Errorf("Kustomization %s: spec.wait is not true; the next stage would not wait for it", s.Name)
+		}
+		if len(s.Objects) == 0 {
+			t.Logf("Kustomization %s: creates the Kustomizations %v", s.Name, s.Children)
+			applied[s.Name] = true
+			continue
 		}
 		cs, err := a.Apply(ctx, s.Name, s.Objects)
 		if err != nil {

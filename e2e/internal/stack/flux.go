@@ -21,6 +21,9 @@ type FluxStage struct {
 	DependsOn []string
 	Wait      bool
 	Objects   []*unstructured.Unstructured
+	// Children are the Flux Kustomizations this stage's directory defines (a root
+	// Kustomization that applies the per-stage ones); they are ordered after this stage.
+	Children []string
 }
 
 const fluxKustomizationGroup = "kustomize.toolkit.fluxcd.io"
@@ -65,15 +68,23 @@ func LoadFluxLayout(ctx context.Context, kustomize, repoRoot, dir string) ([]Flu
 		}
 		byName[s.Name] = s
 	}
-	order, err := dependsOnOrder(byName)
+	// Load every path first: a directory that defines Kustomizations makes its own stage the
+	// parent of those, which the order must respect like a dependsOn.
+	parents := map[string][]string{}
+	for _, s := range byName {
+		if s.Objects, s.Children, err = loadFluxPath(ctx, kustomize, s.Path); err != nil {
+			return nil, fmt.Errorf("Kustomization %s: %w", s.Name, err)
+		}
+		for _, c := range s.Children {
+			parents[c] = append(parents[c], s.Name)
+		}
+	}
+	order, err := dependsOnOrder(byName, parents)
 	if err != nil {
 		return nil, err
 	}
 	stages := make([]FluxStage, 0, len(order))
 	for _, s := range order {
-		if s.Objects, err = loadFluxPath(ctx, kustomize, s.Path); err != nil {
-			return nil, fmt.Errorf("Kustomization %s: %w", s.Name, err)
-		}
 		stages = append(stages, *s)
 	}
 	return stages, nil
@@ -104,13 +115,14 @@ func findFluxKustomizations(dir string) ([]*unstructured.Unstructured, error) {
 	return out, err
 }
 
-// dependsOnOrder is a topological sort (Kahn) that picks the smallest ready name first.
-func dependsOnOrder(byName map[string]*FluxStage) ([]*FluxStage, error) {
+// dependsOnOrder is a topological sort (Kahn) over dependsOn and the parent relation that
+// picks the smallest ready name first.
+func dependsOnOrder(byName map[string]*FluxStage, parents map[string][]string) ([]*FluxStage, error) {
 	indeg := map[string]int{}
 	next := map[string][]string{}
 	for name, s := range byName {
 		indeg[name] += 0
-		for _, d := range s.DependsOn {
+		for _, d := range append(append([]string(nil), s.DependsOn...), parents[name]...) {
 			if _, ok := byName[d]; !ok {
 				return nil, fmt.Errorf("Kustomization %s depends on %s, which the layout does not define", name, d)
 			}
@@ -151,8 +163,27 @@ func dependsOnOrder(byName map[string]*FluxStage) ([]*FluxStage, error) {
 
 // loadFluxPath reads a stage directory as kustomize-controller does: kustomize build when it
 // has a kustomization.yaml, else every YAML file below it (the controller generates a
-// kustomization listing them).
-func loadFluxPath(ctx context.Context, kustomize, dir string) ([]*unstructured.Unstructured, error) {
+// kustomization listing them). Flux Kustomizations among the objects are returned by name as
+// children: the suite plays the controller rather than applying them (no Flux CRDs).
+func loadFluxPath(ctx context.Context, kustomize, dir string) (objs []*unstructured.Unstructured, children []string, err error) {
+	all, err := readFluxPath(ctx, kustomize, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, o := range all {
+		if o.GroupVersionKind().Group == fluxKustomizationGroup {
+			children = append(children, o.GetName())
+		} else {
+			objs = append(objs, o)
+		}
+	}
+	if len(objs) == 0 && len(children) == 0 {
+		return nil, nil, fmt.Errorf("no objects in %s", dir)
+	}
+	return objs, children, nil
+}
+
+func readFluxPath(ctx context.Context, kustomize, dir string) ([]*unstructured.Unstructured, error) {
 	for _, k := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
 		if _, err := os.Stat(filepath.Join(dir, k)); err == nil {
 			return Kustomize(ctx, kustomize, dir)
@@ -172,13 +203,7 @@ func loadFluxPath(ctx context.Context, kustomize, dir string) ([]*unstructured.U
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		for _, obj := range o {
-			// The layout's own Kustomization objects may sit next to the manifests; they are
-			// instructions for the controller, not objects of the stage.
-			if obj.GroupVersionKind().Group != fluxKustomizationGroup {
-				objs = append(objs, obj)
-			}
-		}
+		objs = append(objs, o...)
 		return nil
 	})
 	if err != nil {

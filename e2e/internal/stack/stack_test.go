@@ -81,8 +81,8 @@ func TestLoadFluxLayoutOrdersByDependsOn(t *testing.T) {
 		"flux/driver/a.yaml":       cm,
 		"flux/toolkit/a.yaml":      cm + "---\n" + k("nested", ""),
 	})
-	// A Kustomization object inside a stage directory is a stage of its own (Flux would apply
-	// it to the cluster), never an object of the directory it sits in.
+	// A Kustomization object inside a stage directory is a child stage (Flux would create it
+	// when it applies the directory), ordered after its parent, never an object to apply.
 	if err := os.MkdirAll(filepath.Join(root, "flux", "nested"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +102,11 @@ func TestLoadFluxLayoutOrdersByDependsOn(t *testing.T) {
 			}
 		}
 	}
-	if got, want := strings.Join(order, ","), "base,driver,nested,toolkit"; got != want {
+	if got, want := strings.Join(order, ","), "base,driver,toolkit,nested"; got != want {
 		t.Errorf("order %s, want %s", got, want)
+	}
+	if c := stages[2].Children; len(c) != 1 || c[0] != "nested" {
+		t.Errorf("children of toolkit: %v", c)
 	}
 }
 
