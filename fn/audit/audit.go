@@ -21,8 +21,24 @@ type Report struct {
 	Workloads []Workload `json:"workloads"`
 	// OtherSubjects are service accounts that hold RBAC but run no rendered workload.
 	OtherSubjects []Subject `json:"otherSubjects,omitempty"`
+	// Namespaces are the rendered namespaces and their Pod Security levels.
+	Namespaces []Namespace `json:"namespaces,omitempty"`
 	// AdmissionPolicies are the ValidatingAdmissionPolicies that confine the workloads.
-	AdmissionPolicies []string `json:"admissionPolicies,omitempty"`
+	AdmissionPolicies []AdmissionPolicy `json:"admissionPolicies,omitempty"`
+}
+
+// Namespace is a rendered namespace and the Pod Security Admission labels that decide which
+// pods it admits (enforce) and reports (audit, warn).
+type Namespace struct {
+	Name        string            `json:"name"`
+	PodSecurity map[string]string `json:"podSecurity,omitempty"` // mode -> level
+}
+
+// AdmissionPolicy is a ValidatingAdmissionPolicy and what each of its validations enforces.
+type AdmissionPolicy struct {
+	Name          string   `json:"name"`
+	FailurePolicy string   `json:"failurePolicy,omitempty"`
+	Rules         []string `json:"rules"` // the validations' messages
 }
 
 // Workload is one pod-creating object and what its pods may do.
@@ -97,6 +113,7 @@ func Build(objs []*unstructured.Unstructured) (*Report, error) {
 		}
 	}
 	r.AdmissionPolicies = idx.admissionPolicies
+	r.Namespaces = idx.namespaces
 	return r, nil
 }
 

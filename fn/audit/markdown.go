@@ -51,12 +51,21 @@ func (r *Report) Markdown() []byte {
 			writeRules(&b, s.RBAC)
 		}
 	}
+	if len(r.Namespaces) > 0 {
+		w("\n## Namespaces\n\n")
+		for _, ns := range r.Namespaces {
+			w("- `%s`: Pod Security %s\n", ns.Name, orWord(podSecurity(ns), "not labelled (the cluster default applies)"))
+		}
+	}
 	w("\n## Admission guardrails\n\n")
 	if len(r.AdmissionPolicies) == 0 {
 		w("None: nothing confines what the service accounts above may do beyond their RBAC.\n")
 	}
 	for _, p := range r.AdmissionPolicies {
-		w("- ValidatingAdmissionPolicy `%s`\n", p)
+		w("- ValidatingAdmissionPolicy `%s` (failure policy %s):\n", p.Name, orWord(p.FailurePolicy, "Fail"))
+		for _, rule := range p.Rules {
+			w("  - %s\n", rule)
+		}
 	}
 	return b.Bytes()
 }
@@ -146,6 +155,17 @@ func hostNamespaces(wl Workload) string {
 		}
 	}
 	return strings.Join(ns, ", ")
+}
+
+// podSecurity is "enforce privileged, audit baseline, warn baseline" in that order.
+func podSecurity(ns Namespace) string {
+	var parts []string
+	for _, mode := range []string{"enforce", "audit", "warn"} {
+		if level, ok := ns.PodSecurity[mode]; ok {
+			parts = append(parts, mode+" "+level)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func capSummary(c Container) string {

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,7 +29,8 @@ type index struct {
 	clusterBindings   []*rbacv1.ClusterRoleBinding
 	bindings          []*rbacv1.RoleBinding
 	configMaps        map[string]*corev1.ConfigMap // namespace/name
-	admissionPolicies []string
+	admissionPolicies []AdmissionPolicy
+	namespaces        []Namespace
 }
 
 func indexObjects(objs []*unstructured.Unstructured) (*index, error) {
@@ -61,7 +63,27 @@ func indexObjects(objs []*unstructured.Unstructured) (*index, error) {
 			err = fromUnstructured(u, &cm)
 			idx.configMaps[cm.Namespace+"/"+cm.Name] = &cm
 		case "ValidatingAdmissionPolicy":
-			idx.admissionPolicies = append(idx.admissionPolicies, u.GetName())
+			var vap admissionv1.ValidatingAdmissionPolicy
+			err = fromUnstructured(u, &vap)
+			ap := AdmissionPolicy{Name: vap.Name, Rules: []string{}}
+			if vap.Spec.FailurePolicy != nil {
+				ap.FailurePolicy = string(*vap.Spec.FailurePolicy)
+			}
+			for _, v := range vap.Spec.Validations {
+				ap.Rules = append(ap.Rules, orWord(v.Message, v.Expression))
+			}
+			idx.admissionPolicies = append(idx.admissionPolicies, ap)
+		case "Namespace":
+			ns := Namespace{Name: u.GetName()}
+			for k, v := range u.GetLabels() {
+				if mode, ok := strings.CutPrefix(k, "pod-security.kubernetes.io/"); ok && !strings.HasSuffix(mode, "-version") {
+					if ns.PodSecurity == nil {
+						ns.PodSecurity = map[string]string{}
+					}
+					ns.PodSecurity[mode] = v
+				}
+			}
+			idx.namespaces = append(idx.namespaces, ns)
 		default:
 			var w *workload
 			if w, err = decodeWorkload(u); w != nil {
@@ -82,7 +104,8 @@ func indexObjects(objs []*unstructured.Unstructured) (*index, error) {
 		}
 		return a.kind < b.kind
 	})
-	sort.Strings(idx.admissionPolicies)
+	sort.Slice(idx.admissionPolicies, func(i, j int) bool { return idx.admissionPolicies[i].Name < idx.admissionPolicies[j].Name })
+	sort.Slice(idx.namespaces, func(i, j int) bool { return idx.namespaces[i].Name < idx.namespaces[j].Name })
 	return idx, nil
 }
 

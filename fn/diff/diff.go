@@ -28,6 +28,7 @@ type Report struct {
 	Privileges []SetChange   `json:"privileges"`
 	Gates      []SetChange   `json:"gates"`
 	RBAC       []SetChange   `json:"rbac"`
+	Guardrails []SetChange   `json:"guardrails"`
 	DropIn     string        `json:"containerdDropInDiff,omitempty"`
 }
 
@@ -89,6 +90,7 @@ func Compare(base, head *audit.Input) (*Report, error) {
 	r.Privileges = compareSets(privilegesOf(ba), privilegesOf(ha))
 	r.Gates = compareSets(gatesOf(ba, base.Objects), gatesOf(ha, head.Objects))
 	r.RBAC = compareSets(rbacOf(ba), rbacOf(ha))
+	r.Guardrails = compareSets(guardrailsOf(ba), guardrailsOf(ha))
 	r.DropIn = Unified(dropInOf(base.Objects), dropInOf(head.Objects), "base/"+config.DropInFile, "head/"+config.DropInFile)
 	r.findings(head)
 	return r, nil
@@ -111,6 +113,11 @@ func (r *Report) findings(head *audit.Input) {
 	for _, c := range r.RBAC {
 		if len(c.Added) > 0 {
 			r.add(validate.SeverityWarning, "RBAC added for %s: %s", c.Subject, strings.Join(c.Added, "; "))
+		}
+	}
+	for _, c := range r.Guardrails {
+		if len(c.Removed) > 0 {
+			r.add(validate.SeverityWarning, "guardrails loosened: %s no longer enforces: %s", c.Subject, strings.Join(c.Removed, "; "))
 		}
 	}
 	for _, res := range head.Results {

@@ -62,6 +62,22 @@ func TestGoldenDriverContainer(t *testing.T) {
 	}
 }
 
+func TestGuardrailsOff(t *testing.T) {
+	out, stderr, code := runDiff(t, "--fail-on", "warning", "testdata/base.yaml", "testdata/head-no-guardrails.yaml")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (%s)", code, stderr)
+	}
+	for _, want := range []string{
+		"**warning**: guardrails loosened: ValidatingAdmissionPolicy gpupolicy-node-guardrails no longer enforces:",
+		"**warning**: head policy spec.guardrails.enabled:",
+		"Removed: ValidatingAdmissionPolicy gpupolicy-node-guardrails",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+}
+
 func TestUpgradeWindowAndFailOn(t *testing.T) {
 	for _, tc := range []struct {
 		head, failOn string

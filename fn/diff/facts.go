@@ -58,6 +58,23 @@ func privilegesOf(r *audit.Report) map[string][]string {
 			out[workloadName(w)+" container "+c.Name] = f
 		}
 	}
+	for _, ns := range r.Namespaces {
+		var f []string
+		for mode, level := range ns.PodSecurity {
+			f = append(f, "pod-security "+mode+" "+level)
+		}
+		out["Namespace "+ns.Name] = f
+	}
+	return out
+}
+
+// guardrailsOf lists each admission policy's rules; a removed rule loosens what the node
+// agent may do.
+func guardrailsOf(r *audit.Report) map[string][]string {
+	out := map[string][]string{}
+	for _, p := range r.AdmissionPolicies {
+		out["ValidatingAdmissionPolicy "+p.Name] = append([]string{"failurePolicy " + p.FailurePolicy}, p.Rules...)
+	}
 	return out
 }
 

@@ -50,6 +50,7 @@ func (r *Report) Markdown() []byte {
 	writeSets(&b, "Privileges", r.Privileges)
 	writeSets(&b, "Gates and node selectors", r.Gates)
 	writeSets(&b, "RBAC", r.RBAC)
+	writeSets(&b, "Guardrails", r.Guardrails)
 	w("\n## containerd drop-in\n\n")
 	if r.DropIn == "" {
 		w("Unchanged.\n")
