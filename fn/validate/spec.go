@@ -66,6 +66,9 @@ func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
 	}
 	c.selector(p.Child("nodeSelector"), s.NodeSelector)
 	c.tolerations(p.Child("tolerations"), s.Tolerations)
+	if s.Tolerations != nil && len(s.Tolerations) == 0 {
+		c.warnf(p.Child("tolerations"), nil, "an empty list drops the default toleration of the nvidia.com/gpu:NoSchedule taint, so GPU nodes tainted that way run none of the stages; remove the field or list the tolerations your GPU nodes need")
+	}
 	c.dnsSubdomain(p.Child("priorityClassName"), s.PriorityClassName)
 	if !v1alpha1.Bool(s.Guardrails.Enabled) {
 		c.warnf(p.Child("guardrails", "enabled"), false, "without guardrails the node agent's RBAC lets it change any label of any node; enable them (needs Kubernetes ≥ 1.30) unless an equivalent admission policy exists")

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
@@ -125,5 +126,13 @@ func (c *checker) metadata(p *v1alpha1.GPUPolicy) {
 	if c.required(path.Child("name"), p.Metadata.Name, "fleet") {
 		c.dnsSubdomain(path.Child("name"), p.Metadata.Name)
 	}
+	if p.Metadata.Namespace != "" {
+		c.dnsLabel(path.Child("namespace"), p.Metadata.Namespace)
+	}
 	c.labelMap(path.Child("labels"), p.Metadata.Labels)
+	for _, k := range sortedKeys(p.Metadata.Annotations) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			c.errorf(path.Child("annotations").Key(k), k, "annotation key %q is invalid: %s; use an optional DNS prefix and a name, e.g. \"example.com/owner\"", k, brief(errs))
+		}
+	}
 }

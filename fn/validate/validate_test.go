@@ -96,6 +96,10 @@ func TestWarningsWhereRisky(t *testing.T) {
 				{SeverityWarning, "spec.toolkit.version", "≥ 1.18.0"},
 			},
 		},
+		"explicitly no tolerations": {
+			doc:  base + "  tolerations: []\n",
+			want: []want{{SeverityWarning, "spec.tolerations", "drops the default toleration"}},
+		},
 		"pool inherits invalid settings once": {
 			doc:  base + "  devicePlugin: {migStrategy: all}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}}\n",
 			want: []want{{SeverityError, "spec.devicePlugin.migStrategy", "not one of"}},
