@@ -1,8 +1,9 @@
 package diff
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
-	"reflect"
 	"sort"
 	"strings"
 
@@ -83,7 +84,10 @@ func Compare(base, head *audit.Input) (*Report, error) {
 	r := &Report{Base: base.Path, Head: head.Path}
 	// A version only one side records (a rendered tree has no kubernetesVersion) is unknown,
 	// not changed; a container only one side has is an image added or removed.
-	r.Versions = changedValues(versionsOf(base), versionsOf(head), versionOrder, false)
+	// Compare like with like: the policies when both inputs are policies (they also know the
+	// Kubernetes version), otherwise what the rendered objects record.
+	both := base.Policy != nil && head.Policy != nil
+	r.Versions = changedValues(versionsOf(base, both), versionsOf(head, both), versionOrder, false)
 	r.Objects = compareObjects(base.Objects, head.Objects)
 	bi, hi := imagesOf(ba), imagesOf(ha)
 	r.Images = changedValues(bi, hi, unionKeys(bi, hi), true)
@@ -142,10 +146,10 @@ func (r *Report) Fails(threshold string) bool {
 }
 
 // versionsOf reads the upgrade-window versions from the policy, or from the rendered agent
-// configuration and images when the input is a rendered tree (which does not record the
-// Kubernetes version).
-func versionsOf(in *audit.Input) map[string]string {
-	if p := in.Policy; p != nil {
+// configuration and the node agent's image (a rendered tree does not record the Kubernetes
+// version).
+func versionsOf(in *audit.Input, fromPolicy bool) map[string]string {
+	if p := in.Policy; p != nil && fromPolicy {
 		return map[string]string{
 			VersionKubernetes: p.Spec.KubernetesVersion, VersionDriver: p.Spec.Driver.Version,
 			VersionCUDA: p.Spec.CUDA.Version, VersionToolkit: p.Spec.Toolkit.Version, VersionGPUPolicy: p.Spec.Images.GPUPolicy,
@@ -219,7 +223,7 @@ func compareObjects(base, head []*unstructured.Unstructured) ObjectChanges {
 	for _, k := range sortedKeys(hm) {
 		if b, ok := bm[k]; !ok {
 			oc.Added = append(oc.Added, k)
-		} else if !reflect.DeepEqual(b.Object, hm[k].Object) {
+		} else if !sameObject(b, hm[k]) {
 			oc.Changed = append(oc.Changed, k)
 		}
 	}
@@ -229,6 +233,14 @@ func compareObjects(base, head []*unstructured.Unstructured) ObjectChanges {
 		}
 	}
 	return oc
+}
+
+// sameObject compares by JSON, so an object read from YAML (float64 or int64 numbers) equals
+// the same object converted from Go types.
+func sameObject(a, b *unstructured.Unstructured) bool {
+	ja, errA := json.Marshal(a.Object)
+	jb, errB := json.Marshal(b.Object)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
