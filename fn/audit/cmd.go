@@ -38,7 +38,11 @@ func Run(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "audit: %v\n", err)
 		return 1
 	}
-	fmt.Fprint(stderr, in.Results.Text(*file))
+	for _, r := range in.Results {
+		if r.Severity != validate.SeverityInfo { // infos are for render's output, not the report
+			fmt.Fprint(stderr, validate.Results{r}.Text(*file))
+		}
+	}
 	r, err := Build(in.Objects)
 	if err != nil {
 		fmt.Fprintf(stderr, "audit: %s: %v\n", *file, err)

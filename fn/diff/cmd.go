@@ -27,18 +27,28 @@ func Run(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			"toolkit, gpupolicy image and kubernetesVersion (the upgrade window).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	// Flags may follow the operands (`diff BASE HEAD --fail-on warning`): the flag package
+	// stops at the first operand, so parse again after each one.
+	var operands []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
 		}
-		return 2
+		if fs.NArg() == 0 {
+			break
+		}
+		operands = append(operands, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	if fs.NArg() != 2 || (*failOn != "warning" && *failOn != "error" && *failOn != "none") || (*format != "md" && *format != "json") {
+	if len(operands) != 2 || (*failOn != "warning" && *failOn != "error" && *failOn != "none") || (*format != "md" && *format != "json") {
 		fs.Usage()
 		return 2
 	}
 	var inputs [2]*audit.Input
-	for i, path := range fs.Args() {
+	for i, path := range operands {
 		in, err := audit.Load(path, validate.Options{})
 		if err != nil {
 			fmt.Fprintf(stderr, "diff: %v\n", err)

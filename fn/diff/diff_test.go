@@ -89,7 +89,8 @@ func TestUpgradeWindowAndFailOn(t *testing.T) {
 		{"head-upgrade-all.yaml", "warning", true, 1},
 		{"head-upgrade-all.yaml", "none", true, 0},
 	} {
-		out, stderr, code := runDiff(t, "--fail-on", tc.failOn, "testdata/base.yaml", "testdata/"+tc.head)
+		// Flags after the operands work as well as before them.
+		out, stderr, code := runDiff(t, "testdata/base.yaml", "testdata/"+tc.head, "--fail-on", tc.failOn)
 		if code != tc.code {
 			t.Errorf("%s --fail-on %s: exit %d, want %d (%s)", tc.head, tc.failOn, code, tc.code, stderr)
 		}
