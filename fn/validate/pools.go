@@ -41,6 +41,9 @@ func (c *checker) devicePlugin(dp, base *v1alpha1.DevicePlugin, s *v1alpha1.Spec
 		case r > 64:
 			c.warnf(rp, r, "%d replicas per GPU leaves each container a sliver of time and memory with no isolation; typical values are 2–8", r)
 		}
+		if r > 1 && dp.ResourceName == v1alpha1.DefaultResourceName && (base == nil || !inherited) {
+			c.infof(rp, r, "time-sliced replicas are advertised as %s, so a pod asking for one GPU cannot tell a shared slice from a whole GPU; a resourceName such as \"nvidia.com/gpu.shared\" makes the sharing visible", dp.ResourceName)
+		}
 	}
 	if dp.HealthChecks != nil {
 		c.xids(p.Child("healthChecks", "ignoredXIDs"), dp.HealthChecks.IgnoredXIDs, base)
