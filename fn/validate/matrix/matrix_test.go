@@ -1,6 +1,9 @@
 package matrix
 
 import (
+	"bytes"
+	"flag"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +79,20 @@ func TestVersionCompare(t *testing.T) {
 		if _, err := ParseVersion(bad); err == nil || strings.TrimSpace(err.Error()) == "" {
 			t.Errorf("ParseVersion(%q) accepted", bad)
 		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite MATRIX.md from matrix.yaml")
+
+func TestMatrixMarkdownIsCurrent(t *testing.T) {
+	got := Default().Markdown()
+	if *update {
+		if err := os.WriteFile("MATRIX.md", got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile("MATRIX.md")
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("MATRIX.md is not current with matrix.yaml: run go test ./fn/validate/matrix -update (%v)", err)
 	}
 }
