@@ -198,9 +198,11 @@ func defaultText(path string, n *node) string {
 	return "`" + strings.ReplaceAll(string(n.def), "|", "\\|") + "`"
 }
 
-func cell(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "\n\n", "<br>"), "|", "\\|")
-}
+// cellEscaper keeps a description literal inside a Markdown table: "<version>" would otherwise
+// be swallowed as an HTML tag and "|" would end the cell.
+var cellEscaper = strings.NewReplacer("<", "&lt;", ">", "&gt;", "|", "\\|", "\n\n", "<br>")
+
+func cell(s string) string { return cellEscaper.Replace(s) }
 
 // spliceTable replaces the generated part of doc with table.
 func spliceTable(doc []byte, table string) ([]byte, error) {
