@@ -48,11 +48,11 @@ func LoadFluxLayout(ctx context.Context, kustomize, repoRoot, dir string) ([]Flu
 		s := &FluxStage{Name: k.GetName()}
 		p, _, _ := unstructured.NestedString(k.Object, "spec", "path")
 		if p == "" {
-			return nil, fmt.Errorf("Kustomization %s: spec.path is empty", s.Name)
+			return nil, fmt.Errorf("flux Kustomization %s: spec.path is empty", s.Name)
 		}
 		s.Path = filepath.Join(repoRoot, filepath.FromSlash(strings.TrimPrefix(p, "./")))
 		if fi, err := os.Stat(s.Path); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("Kustomization %s: spec.path %q is not a directory under the repository root %s", s.Name, p, repoRoot)
+			return nil, fmt.Errorf("flux Kustomization %s: spec.path %q is not a directory under the repository root %s", s.Name, p, repoRoot)
 		}
 		s.Wait, _, _ = unstructured.NestedBool(k.Object, "spec", "wait")
 		deps, _, _ := unstructured.NestedSlice(k.Object, "spec", "dependsOn")
@@ -73,7 +73,7 @@ func LoadFluxLayout(ctx context.Context, kustomize, repoRoot, dir string) ([]Flu
 	parents := map[string][]string{}
 	for _, s := range byName {
 		if s.Objects, s.Children, err = loadFluxPath(ctx, kustomize, s.Path); err != nil {
-			return nil, fmt.Errorf("Kustomization %s: %w", s.Name, err)
+			return nil, fmt.Errorf("flux Kustomization %s: %w", s.Name, err)
 		}
 		for _, c := range s.Children {
 			parents[c] = append(parents[c], s.Name)
@@ -124,7 +124,7 @@ func dependsOnOrder(byName map[string]*FluxStage, parents map[string][]string) (
 		indeg[name] += 0
 		for _, d := range append(append([]string(nil), s.DependsOn...), parents[name]...) {
 			if _, ok := byName[d]; !ok {
-				return nil, fmt.Errorf("Kustomization %s depends on %s, which the layout does not define", name, d)
+				return nil, fmt.Errorf("flux Kustomization %s depends on %s, which the layout does not define", name, d)
 			}
 			indeg[name]++
 			next[d] = append(next[d], name)

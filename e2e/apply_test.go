@@ -107,3 +107,50 @@ func TestDevicePluginPerPool(t *testing.T) {
 		}
 	}
 }
+
+// TestApplierRefusesWarningsAndUnknownFields keeps the "accepted" in TestArgoSyncWaves honest:
+// the applier fails on an API warning and on a field the schema does not know, instead of
+// passing with the field dropped.
+func TestApplierRefusesWarningsAndUnknownFields(t *testing.T) {
+	a, err := stack.NewApplier(env.cfg, "e2e-check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := workloadNamespace(t)
+	cm := func(name string, extra map[string]any) *unstructured.Unstructured {
+		o := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": ns}, "data": map[string]any{"k": "v"}}
+		for k, v := range extra {
+			o[k] = v
+		}
+		return &unstructured.Unstructured{Object: o}
+	}
+	ctx := context.Background()
+	if _, err := a.Apply(ctx, "clean", []*unstructured.Unstructured{cm("clean", nil)}); err != nil {
+		t.Fatalf("clean object refused: %v", err)
+	}
+	_, err = a.Apply(ctx, "unknown field", []*unstructured.Unstructured{cm("unknown", map[string]any{"spec": map[string]any{"x": "y"}})})
+	if err == nil || !strings.Contains(err.Error(), "spec") {
+		t.Errorf("unknown field: err = %v, want a strict-validation error naming it", err)
+	}
+	// A pod template with a fractional memory limit is accepted with a warning.
+	warned := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "DaemonSet",
+		"metadata": map[string]any{"name": "warned", "namespace": ns},
+		"spec": map[string]any{
+			"selector": map[string]any{"matchLabels": map[string]any{"app": "warned"}},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"app": "warned"}},
+				"spec": map[string]any{
+					"nodeSelector": map[string]any{"e2e/no-such-node": "true"},
+					"containers": []any{map[string]any{"name": "c", "image": "busybox",
+						"resources": map[string]any{"limits": map[string]any{"memory": "100.5"}}}},
+				},
+			},
+		},
+	}}
+	_, err = a.Apply(ctx, "warning", []*unstructured.Unstructured{warned})
+	if err == nil || !strings.Contains(err.Error(), "fractional byte value") {
+		t.Errorf("warning: err = %v, want the applier to fail on it", err)
+	}
+}
