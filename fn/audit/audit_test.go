@@ -9,30 +9,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpupolicy/gpupolicy/fn/pipeline"
+	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
 	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the output (run go test ./fn/audit -update and review the diff):\n%s", path, got)
-	}
+	fntest.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 func runAudit(t *testing.T, args ...string) (string, string, int) {
@@ -105,7 +91,7 @@ func TestPolicyAndRenderedTreeAgree(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			fromTree, stderr, code := runAudit(t, "-f", writeTree(t, policy))
+			fromTree, stderr, code := runAudit(t, "-f", fntest.WriteTree(t, policy))
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
@@ -123,35 +109,6 @@ func TestPolicyAndRenderedTreeAgree(t *testing.T) {
 			}
 		})
 	}
-}
-
-// writeTree writes what `gpupolicy-fn render -o` would for policy into a temp dir.
-func writeTree(t *testing.T, policy string) string {
-	t.Helper()
-	data, err := os.ReadFile(policy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, objs, res := pipeline.Load(data, validate.Options{})
-	if res.HasErrors() {
-		t.Fatal(res.Text(policy))
-	}
-	opts := render.DefaultFileOptions()
-	opts.FluxPath = "./clusters/test"
-	files, err := render.Files(p, objs, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for name, b := range files {
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }
 
 func TestUsageAndBadInput(t *testing.T) {

@@ -4,34 +4,18 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/gpupolicy/gpupolicy/fn/pipeline"
-	"github.com/gpupolicy/gpupolicy/fn/render"
-	"github.com/gpupolicy/gpupolicy/fn/validate"
+	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run go test ./fn/diff -update and review):\n%s", path, got)
-	}
+	fntest.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 func runDiff(t *testing.T, args ...string) (string, string, int) {
@@ -115,7 +99,7 @@ func TestPresetsUpgradeWindow(t *testing.T) {
 // TestRenderedTreesMatchPolicies diffs the trees `render -o` writes: the same findings, except
 // the Kubernetes version, which a rendered tree does not record.
 func TestRenderedTreesMatchPolicies(t *testing.T) {
-	base, head := writeTree(t, "testdata/base.yaml"), writeTree(t, "testdata/head-upgrade-all.yaml")
+	base, head := fntest.WriteTree(t, "testdata/base.yaml"), fntest.WriteTree(t, "testdata/head-upgrade-all.yaml")
 	out, stderr, code := runDiff(t, "-o", "json", base, head)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -130,36 +114,10 @@ func TestRenderedTreesMatchPolicies(t *testing.T) {
 // TestPolicyAgainstTree compares a policy with a rendered tree: versions come from the rendered
 // objects on both sides, so the same policy against its own tree moves nothing.
 func TestPolicyAgainstTree(t *testing.T) {
-	out, stderr, code := runDiff(t, "--fail-on", "warning", "testdata/base.yaml", writeTree(t, "testdata/base.yaml"))
+	out, stderr, code := runDiff(t, "--fail-on", "warning", "testdata/base.yaml", fntest.WriteTree(t, "testdata/base.yaml"))
 	if code != 0 || !strings.Contains(out, "No findings.") || !strings.Contains(out, "## Versions\n\nUnchanged.") || !strings.Contains(out, "## Objects\n\nUnchanged.") {
 		t.Fatalf("exit %d (%s):\n%s", code, stderr, out)
 	}
-}
-
-func writeTree(t *testing.T, policy string) string {
-	t.Helper()
-	data, err := os.ReadFile(policy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, objs, res := pipeline.Load(data, validate.Options{})
-	if res.HasErrors() {
-		t.Fatal(res.Text(policy))
-	}
-	files, err := render.Files(p, objs, render.DefaultFileOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for name, b := range files {
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }
 
 func TestUsageAndInvalidInput(t *testing.T) {
