@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,9 @@ func runMain(m *testing.M) (code int) {
 		return 1
 	}
 	defer func() {
+		if code != 0 {
+			printLogTails(filepath.Join(env.workDir, "cluster", "logs"), 15)
+		}
 		if code != 0 || *keep {
 			fmt.Fprintf(os.Stderr, "e2e: work directory kept: %s (component logs in %s/cluster/logs, agents in %s/agents)\n", env.workDir, env.workDir, env.workDir)
 			return
@@ -81,4 +85,21 @@ func runMain(m *testing.M) (code int) {
 		fmt.Fprintf(os.Stderr, "e2e: control plane stopped in %s\n", time.Since(stopStart).Round(time.Millisecond))
 	}()
 	return m.Run()
+}
+
+// printLogTails prints the last n lines of every component log, so a CI failure shows the
+// control plane's side without access to the machine.
+func printLogTails(dir string, n int) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		fmt.Fprintf(os.Stderr, "e2e: last lines of %s:\n", l)
+		for _, line := range lines[max(0, len(lines)-n):] {
+			fmt.Fprintf(os.Stderr, "  %s\n", line)
+		}
+	}
 }
