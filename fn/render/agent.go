@@ -43,6 +43,24 @@ func nonRoot(sc *corev1.SecurityContext) *corev1.SecurityContext {
 	return sc
 }
 
+// asRoot runs a container as uid 0. The image's default user is 65532 (Dockerfile USER), and
+// neither privileged nor a hostPath mount changes the uid, so every container that needs root
+// says so here, explicitly, which also makes the privilege audit show who runs as root.
+func asRoot(sc *corev1.SecurityContext) *corev1.SecurityContext {
+	sc.RunAsUser = ptr(int64(0))
+	return sc
+}
+
+// nvmlEnv asks the nvidia runtime to inject NVML (libnvidia-ml, "utility") and every GPU's
+// device node into a container that reads the GPUs through the runtime class; without these
+// two variables the runtime injects neither, and NVML fails to load or sees no GPU.
+func nvmlEnv() []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
+		{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "utility"},
+	}
+}
+
 // renderNodeAgent is the entry stage: on every GPU node (entry selector only), it opens the
 // stage gates in order as it verifies each stage. It only reads the host.
 func renderNodeAgent(c *plan) (Objects, error) {

@@ -108,9 +108,12 @@ func unprivileged() *corev1.SecurityContext {
 	}
 }
 
-// privileged is for the two containers that must write the host (driver, toolkit install).
+// privileged is for the containers that must write the host (driver, toolkit copy and
+// install). Privileged does not change the uid: they say uid 0 explicitly, as the image's
+// default user is 65532 and root-owned host files (containerd's config, the driver's
+// modules) need root.
 func privileged() *corev1.SecurityContext {
-	return &corev1.SecurityContext{Privileged: ptr(true)}
+	return asRoot(&corev1.SecurityContext{Privileged: ptr(true)})
 }
 
 // resources: requests keep the scheduler honest on busy GPU nodes, memory limits bound a leak.

@@ -35,10 +35,12 @@ func renderDevicePlugins(c *plan) (Objects, error) {
 					"--config", config.DevicePluginDir + "/" + config.DevicePluginFile,
 					"--plugin-dir", kubeletDevicePluginDir,
 					"--host-root", hostRoot},
-				Env:       []corev1.EnvVar{nodeNameEnv()},
+				Env:       append([]corev1.EnvVar{nodeNameEnv()}, nvmlEnv()...),
 				Resources: resources("20m", "64Mi", "256Mi"),
-				// root without capabilities: the kubelet's directory belongs to root.
-				SecurityContext: unprivileged(),
+				// uid 0 without capabilities or privilege: the plugin creates its socket in the
+				// kubelet's root-owned device-plugins directory and dials the root-owned
+				// kubelet.sock there; the image's default user (65532) could do neither.
+				SecurityContext: asRoot(unprivileged()),
 				VolumeMounts:    mounts,
 			}},
 		})

@@ -28,7 +28,7 @@ func renderFeatureDiscovery(c *plan) (Objects, error) {
 			Name:            "labels",
 			Image:           c.images.gpupolicy,
 			Command:         []string{"gpu-node-agent", "labels", "--config", agentConfigPath, "--interval", featureDiscoveryInterval},
-			Env:             []corev1.EnvVar{nodeNameEnv()},
+			Env:             append([]corev1.EnvVar{nodeNameEnv()}, nvmlEnv()...),
 			Resources:       resources("10m", "32Mi", "128Mi"),
 			SecurityContext: nonRoot(unprivileged()),
 			VolumeMounts:    mounts,
