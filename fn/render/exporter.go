@@ -44,11 +44,11 @@ func renderExporter(c *plan) (Objects, error) {
 				"--listen", ":" + strconv.Itoa(e.Port),
 				"--interval", e.Interval,
 				"--pod-resources-socket=" + socket},
-			Env:             append([]corev1.EnvVar{nodeNameEnv()}, nvmlEnv()...),
-			Ports:           []corev1.ContainerPort{{Name: metricsPortName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
-			LivenessProbe:   httpProbe("/healthz", port, 30, 3),
-			ReadinessProbe:  httpProbe("/readyz", port, 10, 3),
-			Resources:       resources("50m", "64Mi", "128Mi"),
+			Env:            append([]corev1.EnvVar{nodeNameEnv()}, nvmlEnv()...),
+			Ports:          []corev1.ContainerPort{{Name: metricsPortName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+			LivenessProbe:  httpProbe("/healthz", port, 30, 3),
+			ReadinessProbe: httpProbe("/readyz", port, 10, 3),
+			Resources:      resources("50m", "64Mi", "128Mi"),
 			// uid 0 without capabilities or privilege: the kubelet's pod-resources socket is
 			// owned by root (mode 0600 on most distributions), so the image's default user
 			// (65532) could not dial it.
