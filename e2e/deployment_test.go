@@ -135,7 +135,7 @@ func deploy() (*deployment, error) {
 		return nil, fmt.Errorf("the rendered stack has no DaemonSet and ConfigMap %q (key %s)", config.AgentConfigMap, config.AgentConfigFile)
 	}
 	agentBin := filepath.Join(env.repoRoot, "bin", "gpu-node-agent")
-	if d.fleet, err = fakenode.NewFleet(env.cfg, agentBin, d.agentDS, d.stageDaemonSets[config.LabelDeployToolkit], agentConfig, filepath.Join(env.workDir, "agents")); err != nil {
+	if d.fleet, err = fakenode.NewFleet(env.cfg, agentBin, d.agentDS, d.stageDaemonSets, agentConfig, filepath.Join(env.workDir, "agents")); err != nil {
 		return nil, err
 	}
 	var fctx context.Context

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/fakenode"
@@ -69,7 +70,7 @@ func TestGatesOpenStageByStage(t *testing.T) {
 	checkDevicePluginOwner(t, d, a.Node, pool.NodeSelector)
 
 	// A workload with the nvidia runtime class pinned to b waits: b has no handler yet.
-	wl := createRuntimeClassWorkload(t, cfg.Toolkit.RuntimeClassName, b.Node)
+	wl := createRuntimeClassWorkload(t, cfg.Toolkit.RuntimeClassName, b.Node, "")
 	eventually(t, stageTimeout, "workload unschedulable on "+b.Node, func() (bool, string) {
 		p := getPod(t, wl)
 		return unschedulable(p), podState(p)
@@ -90,6 +91,12 @@ func TestGatesOpenStageByStage(t *testing.T) {
 	})
 	waitPods(t, d, config.LabelDeployDevicePlugin, b.Node)
 	checkDevicePluginOwner(t, d, b.Node, nil)
+	// With the device plugin running, b advertises its GPUs and a pod asking for one runs.
+	gpuPod := createRuntimeClassWorkload(t, cfg.Toolkit.RuntimeClassName, b.Node, cfg.DevicePlugin.ResourceName)
+	eventually(t, stageTimeout, "GPU workload running on "+b.Node, func() (bool, string) {
+		p := getPod(t, gpuPod)
+		return p.Spec.NodeName == b.Node && p.Status.Phase == corev1.PodRunning, podState(p)
+	})
 
 	// The toolkit breaks on a (containerd lost the handler): the device plugin leaves a, the
 	// earlier stages stay, and b is untouched.
@@ -114,6 +121,16 @@ func TestGatesOpenStageByStage(t *testing.T) {
 	if p := stagePods(t, d, config.LabelDeployDevicePlugin, b.Node); !running(p) {
 		t.Errorf("%s: device plugin %v, want it untouched", b.Node, p)
 	}
+	// Without its device plugin, a stops offering GPUs to new pods.
+	res := corev1.ResourceName(cfg.DevicePlugin.ResourceName)
+	eventually(t, stageTimeout, "no allocatable GPUs on "+a.Node, func() (bool, string) {
+		n, err := env.cs.CoreV1().Nodes().Get(context.Background(), a.Node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		q := n.Status.Allocatable[res]
+		return q.IsZero(), fmt.Sprintf("allocatable %s=%s", res, q.String())
+	})
 }
 
 func waitPods(t *testing.T, d *deployment, gate, node string) {
@@ -145,18 +162,27 @@ func checkDevicePluginOwner(t *testing.T, d *deployment, node string, poolLabels
 	}
 }
 
-// createRuntimeClassWorkload creates a pod that asks for the runtime class and is pinned to
-// node by hostname; the RuntimeClass admission adds the class's scheduling selector.
-func createRuntimeClassWorkload(t *testing.T, runtimeClass, node string) *corev1.Pod {
+// createRuntimeClassWorkload creates a pod that asks for the runtime class (and one GPU of
+// resource when it is not "") and is pinned to node by hostname; the RuntimeClass admission
+// adds the class's scheduling selector.
+func createRuntimeClassWorkload(t *testing.T, runtimeClass, node, resource string) *corev1.Pod {
 	t.Helper()
 	ns := workloadNamespace(t)
+	name := "cuda-" + node
+	if resource != "" {
+		name = "gpu-" + node
+	}
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "cuda-" + node, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{
 			RuntimeClassName: &runtimeClass,
 			NodeSelector:     map[string]string{"kubernetes.io/hostname": node},
 			Containers:       []corev1.Container{{Name: "cuda", Image: "nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04", Command: []string{"nvidia-smi"}}},
 		},
+	}
+	if resource != "" {
+		one := resourceapi.MustParse("1")
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceName(resource): one}
 	}
 	p, err := env.cs.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
 	if err != nil {

@@ -45,9 +45,11 @@ type Fleet struct {
 	agentCfg     *config.Agent
 	agentCfgPath string // the rendered config.yaml, as the ConfigMap mounts it
 	agentDS      *appsv1.DaemonSet
-	// toolkitDS names the DaemonSets gated by the toolkit stage.
-	toolkitDS map[string]bool
-	dir       string
+	// toolkitDS and devicePluginDS name the DaemonSets gated by the toolkit and the device
+	// plugin stage.
+	toolkitDS, devicePluginDS map[string]bool
+	cs                        kubernetes.Interface
+	dir                       string
 	// Interval is the agents' --interval: how soon they notice a host or label change.
 	Interval time.Duration
 
@@ -62,10 +64,11 @@ type Fleet struct {
 }
 
 // NewFleet prepares agents (agentBin: bin/gpu-node-agent) for the rendered agent DaemonSet and
-// its configuration document (the config.yaml key of the gpu-node-agent ConfigMap); toolkitDS
-// are the DaemonSets of the toolkit stage, whose running pods play `toolkit install`. Host
+// its configuration document (the config.yaml key of the gpu-node-agent ConfigMap);
+// stageDaemonSets maps gate labels to the DaemonSets they gate: running toolkit pods play
+// `toolkit install`, running device-plugin pods make their node advertise GPUs. Host
 // directories, kubeconfigs and the agents' logs live under dir.
-func NewFleet(admin *rest.Config, agentBin string, agentDS *appsv1.DaemonSet, toolkitDS []*appsv1.DaemonSet, agentConfigYAML []byte, dir string) (*Fleet, error) {
+func NewFleet(admin *rest.Config, agentBin string, agentDS *appsv1.DaemonSet, stageDaemonSets map[string][]*appsv1.DaemonSet, agentConfigYAML []byte, dir string) (*Fleet, error) {
 	var cfg config.Agent
 	if err := yaml.UnmarshalStrict(agentConfigYAML, &cfg); err != nil {
 		return nil, fmt.Errorf("agent config from ConfigMap %s: %w", config.AgentConfigMap, err)
@@ -83,13 +86,21 @@ func NewFleet(admin *rest.Config, agentBin string, agentDS *appsv1.DaemonSet, to
 	if err := os.WriteFile(cfgPath, agentConfigYAML, 0o644); err != nil {
 		return nil, err
 	}
-	tk := map[string]bool{}
-	for _, ds := range toolkitDS {
-		tk[ds.Name] = true
+	names := func(gate string) map[string]bool {
+		m := map[string]bool{}
+		for _, ds := range stageDaemonSets[gate] {
+			m[ds.Name] = true
+		}
+		return m
+	}
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
 	}
 	return &Fleet{
 		admin: admin, agentBin: agentBin, agentCfg: &cfg, agentCfgPath: cfgPath, agentDS: agentDS,
-		toolkitDS: tk, dir: dir, Interval: time.Second,
+		toolkitDS: names(config.LabelDeployToolkit), devicePluginDS: names(config.LabelDeployDevicePlugin), cs: cs,
+		dir: dir, Interval: time.Second,
 		hosts: map[string]*Host{}, running: map[string]*agentProc{}, installed: map[string]bool{},
 		errs: map[string][]error{},
 	}, nil
@@ -123,23 +134,25 @@ func (f *Fleet) RemoveHost(node string) {
 }
 
 // Start watches the pods of the stack's namespace: it runs or stops each node's agent with its
-// agent pod, and plays `toolkit install` when a toolkit pod runs.
+// agent pod, plays `toolkit install` when a toolkit pod runs, and the kubelet's device manager
+// when a device-plugin pod comes or goes.
 func (f *Fleet) Start(ctx context.Context) error {
-	cs, err := kubernetes.NewForConfig(f.admin)
-	if err != nil {
-		return err
-	}
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(f.agentDS.Namespace))
+	factory := informers.NewSharedInformerFactoryWithOptions(f.cs, 0, informers.WithNamespace(f.agentDS.Namespace))
 	inf := factory.Core().V1().Pods().Informer()
-	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { f.podChanged(ctx, o) },
 		UpdateFunc: func(_, o any) { f.podChanged(ctx, o) },
 		DeleteFunc: func(o any) {
 			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = d.Obj
 			}
-			if p, ok := o.(*corev1.Pod); ok && ownerDaemonSet(p) == f.agentDS.Name {
-				f.stopAgent(p.Spec.NodeName)
+			if p, ok := o.(*corev1.Pod); ok {
+				switch owner := ownerDaemonSet(p); {
+				case owner == f.agentDS.Name:
+					f.stopAgent(p.Spec.NodeName)
+				case f.devicePluginDS[owner]:
+					f.devicePluginChanged(ctx, p, false)
+				}
 			}
 		},
 	})
@@ -169,7 +182,11 @@ func (f *Fleet) podChanged(ctx context.Context, o any) {
 	switch {
 	case owner == f.agentDS.Name && p.DeletionTimestamp != nil:
 		f.stopAgent(p.Spec.NodeName)
+	case f.devicePluginDS[owner] && p.DeletionTimestamp != nil:
+		f.devicePluginChanged(ctx, p, false)
 	case p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning:
+	case f.devicePluginDS[owner]:
+		f.devicePluginChanged(ctx, p, true)
 	case owner == f.agentDS.Name:
 		f.startAgent(ctx, p.Spec.NodeName)
 	case f.toolkitDS[owner]:
