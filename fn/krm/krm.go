@@ -10,24 +10,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/fn/pipeline"
+	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
 // Run is the function's main: it reads a ResourceList from stdin and writes the result list
 // to stdout, returning the exit code (1 when a result is an error or the input is unreadable).
 //
-// The output is assembled as one YAML node tree and encoded once: the rendered objects go
-// from their JSON form straight into nodes, never through text and back, which is most of
-// the cost of a call. Items keep the input order followed by the rendered objects in stage
-// order.
+// The list is encoded by yaml.v3 once with a placeholder for the rendered objects, whose
+// text the render package's emitter writes directly from their JSON form (see encode): node
+// trees and yaml.v3's event emitter were most of the cost of a call. Items keep the input
+// order followed by the rendered objects in stage order.
 func Run(stdin io.Reader, stdout, stderr io.Writer, opts validate.Options) int {
 	in, err := io.ReadAll(stdin)
 	if err != nil {
@@ -39,12 +38,12 @@ func Run(stdin io.Reader, stdout, stderr io.Writer, opts validate.Options) int {
 		fmt.Fprintf(stderr, "gpupolicy-fn: stdin is not a KRM ResourceList (run gpupolicy-fn --help): %v\n", err)
 		return 1
 	}
-	items, ok, err := process(rl, opts)
+	items, objs, ok, err := process(rl, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "gpupolicy-fn: %v\n", err)
 		return 1
 	}
-	out, err := encode(rl, items)
+	out, err := encode(rl, items, objs)
 	if err == nil {
 		_, err = stdout.Write(out)
 	}
@@ -63,47 +62,44 @@ func Run(stdin io.Reader, stdout, stderr io.Writer, opts validate.Options) int {
 	return 0
 }
 
-// process renders the one GPUPolicy of rl into the output items; results go to rl.Results.
-// ok is false when a result is an error: then items is empty (no half output).
-func process(rl *fn.ResourceList, opts validate.Options) (items []*yaml.Node, ok bool, err error) {
+// process renders the one GPUPolicy of rl; results go to rl.Results. It returns the
+// passed-through items and the rendered objects. ok is false when a result is an error: then
+// both are empty (no half output).
+func process(rl *fn.ResourceList, opts validate.Options) (items []*yaml.Node, objs render.Objects, ok bool, err error) {
 	policy, rest, problem := findPolicy(rl)
 	if problem != nil {
 		rl.Results = append(rl.Results, problem)
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	var node yaml.Node
 	if err := yaml.Unmarshal([]byte(policy.String()), &node); err != nil {
-		return nil, false, fmt.Errorf("re-reading the GPUPolicy: %w", err)
+		return nil, nil, false, fmt.Errorf("re-reading the GPUPolicy: %w", err)
 	}
 	_, objs, res := pipeline.LoadNode(&node, opts)
 	rl.Results = append(rl.Results, res.KRM(validate.SourceOf(policy))...)
 	if res.HasErrors() {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
-	items = make([]*yaml.Node, 0, len(rest)+len(objs))
+	items = make([]*yaml.Node, 0, len(rest)+1)
 	for _, it := range rest {
 		n, err := objectNode(it.String())
 		if err != nil {
-			return nil, false, fmt.Errorf("item %s: %w", it.ShortString(), err)
+			return nil, nil, false, fmt.Errorf("item %s: %w", it.ShortString(), err)
 		}
 		items = append(items, n)
 	}
-	for _, o := range objs {
-		n, err := o.Node()
-		if err != nil {
-			return nil, false, err
-		}
-		// Where kpt writes the object (the `render -o` tree); kustomize drops these
-		// annotations from its output.
-		setAnnotations(n, map[string]string{
-			annotationPath:       o.Path(),
-			annotationLegacyPath: o.Path(),
-			annotationIndex:      "0",
-			annotationLegacyIdx:  "0",
-		})
-		items = append(items, n)
+	return items, objs, true, nil
+}
+
+// fileAnnotations say where kpt writes the object (the `render -o` tree); kustomize drops
+// them from its output.
+func fileAnnotations(o render.Object) map[string]string {
+	return map[string]string{
+		annotationPath:       o.Path(),
+		annotationLegacyPath: o.Path(),
+		annotationIndex:      "0",
+		annotationLegacyIdx:  "0",
 	}
-	return items, true, nil
 }
 
 // Annotations of the KRM functions spec that say which file an item lives in (the legacy
@@ -114,37 +110,6 @@ const (
 	annotationLegacyPath = "config.kubernetes.io/path"
 	annotationLegacyIdx  = "config.kubernetes.io/index"
 )
-
-// setAnnotations adds annotations to an object node, keeping the keys sorted.
-func setAnnotations(obj *yaml.Node, kv map[string]string) {
-	meta := mappingChild(obj, "metadata")
-	ann := mappingChild(meta, "annotations")
-	for k, v := range kv {
-		ann.Content = append(ann.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k},
-			&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v})
-	}
-	pairs := make([][2]*yaml.Node, 0, len(ann.Content)/2)
-	for i := 0; i+1 < len(ann.Content); i += 2 {
-		pairs = append(pairs, [2]*yaml.Node{ann.Content[i], ann.Content[i+1]})
-	}
-	slices.SortStableFunc(pairs, func(a, b [2]*yaml.Node) int { return strings.Compare(a[0].Value, b[0].Value) })
-	ann.Content = ann.Content[:0]
-	for _, p := range pairs {
-		ann.Content = append(ann.Content, p[0], p[1])
-	}
-}
-
-// mappingChild returns the mapping under key in m, adding an empty one if absent.
-func mappingChild(m *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	child := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, child)
-	return child
-}
 
 // objectNode parses a passed-through item, keeping its comments.
 func objectNode(text string) (*yaml.Node, error) {
@@ -158,8 +123,17 @@ func objectNode(text string) (*yaml.Node, error) {
 	return &doc, nil
 }
 
-// encode writes the output ResourceList: items, the functionConfig as received, results.
-func encode(rl *fn.ResourceList, items []*yaml.Node) ([]byte, error) {
+// renderedMarker stands in for the rendered objects in the items while yaml.v3 writes the
+// rest of the list; its line is then replaced by their text (render.Objects.AppendItems, the
+// same bytes yaml.v3 would write for them, without building and encoding their node trees).
+const renderedMarker = "gpupolicy-fn-rendered-objects-b9d1c0e7"
+
+// encode writes the output ResourceList: items (passed through, then rendered), the
+// functionConfig as received, results.
+func encode(rl *fn.ResourceList, items []*yaml.Node, objs render.Objects) ([]byte, error) {
+	if len(objs) > 0 {
+		items = append(items, &yaml.Node{Kind: yaml.ScalarNode, Value: renderedMarker})
+	}
 	root := &yaml.Node{Kind: yaml.MappingNode}
 	add := func(key string, v *yaml.Node) {
 		root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, v)
@@ -192,7 +166,22 @@ func encode(rl *fn.ResourceList, items []*yaml.Node) ([]byte, error) {
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	if len(objs) == 0 {
+		return b.Bytes(), nil
+	}
+	text := b.Bytes()
+	line := []byte("\n- " + renderedMarker + "\n")
+	at := bytes.Index(text, line)
+	if at < 0 || bytes.Index(text[at+1:], line) >= 0 {
+		return nil, fmt.Errorf("internal error: the placeholder of the rendered objects is not in the output exactly once")
+	}
+	out := make([]byte, 0, len(text)+8192*len(objs))
+	out = append(out, text[:at+1]...)
+	out, err := objs.AppendItems(out, fileAnnotations)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, text[at+len(line):]...), nil
 }
 
 // findPolicy returns the one GPUPolicy (functionConfig or item) and the other items.

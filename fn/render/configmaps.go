@@ -91,7 +91,7 @@ func marshalConfig(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return marshalYAML(m)
+	return newEmitter(styleMap).appendDocument(m)
 }
 
 // renderConfigMaps: the containerd drop-in as reviewable text, the agent's config and one

@@ -100,6 +100,10 @@ func toNode(v any) *yaml.Node {
 			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, toNode(t[k]))
 		}
 		return n
+	case lastKey:
+		n := toNode(t.m)
+		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: t.key}, toNode(t.value))
+		return n
 	case []any:
 		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 		for _, x := range t {
@@ -144,11 +148,32 @@ func dropNullTimestamps(v any) {
 
 // YAML is one document with sorted keys.
 func (o Object) YAML() ([]byte, error) {
+	return o.appendYAML(newEmitter(styleMap))
+}
+
+// appendYAML appends the object's document to e.buf and returns it (e.buf's storage).
+func (o Object) appendYAML(e *emitter) ([]byte, error) {
 	m, err := o.Map()
 	if err != nil {
 		return nil, err
 	}
-	return marshalYAML(m)
+	return e.appendDocument(m)
+}
+
+// appendDocument appends m as one document, through the fast emitter when it covers m and
+// through yaml.v3 otherwise (same bytes either way).
+func (e *emitter) appendDocument(m map[string]any) ([]byte, error) {
+	start := len(e.buf)
+	if e.document(m) {
+		return e.buf[start:], nil
+	}
+	e.buf = e.buf[:start]
+	y, err := marshalYAML(m)
+	if err != nil {
+		return nil, err
+	}
+	e.buf = append(e.buf, y...)
+	return e.buf[start:], nil
 }
 
 // Unstructured is the object as the dynamic client and kyaml see it.
@@ -162,16 +187,95 @@ func (o Object) Unstructured() (*unstructured.Unstructured, error) {
 
 // YAML is every object as one multi-document stream, in order.
 func (objs Objects) YAML() ([]byte, error) {
-	var b bytes.Buffer
+	e := newEmitter(styleMap)
+	e.buf = make([]byte, 0, 4096*len(objs))
 	for i, o := range objs {
-		y, err := o.YAML()
+		if i > 0 {
+			e.buf = append(e.buf, "---\n"...)
+		}
+		if _, err := o.appendYAML(e); err != nil {
+			return nil, err
+		}
+	}
+	return e.buf, nil
+}
+
+// AppendItems appends objs to dst as the items of a block sequence at column 0 ("- kind:
+// ..."), each with the extra annotations annotate gives it (may be nil): the bytes yaml.v3
+// writes for the node trees of Object.Node in a sequence at the top level with indent 2 and
+// compact sequences, which is where the KRM function's ResourceList keeps its items.
+func (objs Objects) AppendItems(dst []byte, annotate func(Object) map[string]string) ([]byte, error) {
+	e := newEmitter(styleNode)
+	e.buf = dst
+	for _, o := range objs {
+		m, err := o.Map()
 		if err != nil {
 			return nil, err
 		}
-		if i > 0 {
-			b.WriteString("---\n")
+		if annotate != nil {
+			if kv := annotate(o); len(kv) > 0 {
+				if err := setAnnotations(m, kv); err != nil {
+					return nil, fmt.Errorf("%s: %w", o, err)
+				}
+			}
 		}
-		b.Write(y)
+		start := len(e.buf)
+		if e.seqItem(m) {
+			continue
+		}
+		e.buf = e.buf[:start]
+		y, err := nodeItemYAML(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o, err)
+		}
+		e.buf = append(e.buf, y...)
+	}
+	return e.buf, nil
+}
+
+// setAnnotations adds annotations to metadata.annotations. Where the object has none yet,
+// the new mapping goes after metadata's other keys, not in key order: that is where the
+// node-tree edit of the KRM function's output always put it, and its bytes stay the same.
+func setAnnotations(m map[string]any, kv map[string]string) error {
+	meta, ok := m["metadata"].(map[string]any)
+	if !ok {
+		return fmt.Errorf("no metadata to annotate")
+	}
+	if ann, ok := meta["annotations"].(map[string]any); ok {
+		for k, v := range kv {
+			ann[k] = v
+		}
+		return nil
+	}
+	if _, ok := meta["annotations"]; ok {
+		return fmt.Errorf("metadata.annotations is not a mapping")
+	}
+	ann := make(map[string]any, len(kv))
+	for k, v := range kv {
+		ann[k] = v
+	}
+	m["metadata"] = lastKey{m: meta, key: "annotations", value: ann}
+	return nil
+}
+
+// lastKey is a mapping written with key: value after m's sorted keys.
+type lastKey struct {
+	m     map[string]any
+	key   string
+	value map[string]any
+}
+
+// nodeItemYAML is m's node tree as the one item of a top-level sequence, through yaml.v3.
+func nodeItemYAML(m map[string]any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	enc.CompactSeqIndent()
+	if err := enc.Encode(&yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{toNode(m)}}); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
 	}
 	return b.Bytes(), nil
 }

@@ -1,0 +1,88 @@
+package render_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gpupolicy/gpupolicy/fn/render"
+)
+
+// checkSame compares the fast emitter with yaml.v3 for m in both styles; mustCover fails the
+// test when the emitter leaves m to yaml.v3 (the rendered objects must all take the fast path).
+func checkSame(t *testing.T, name string, m map[string]any, mustCover bool) {
+	t.Helper()
+	for _, node := range []bool{false, true} {
+		want, err := render.ReferenceYAML(m, node)
+		got, ok := render.FastYAML(m, node)
+		if err != nil {
+			if ok {
+				t.Errorf("%s (node style %v): yaml.v3 fails (%v), the emitter does not", name, node, err)
+			}
+			continue
+		}
+		if !ok {
+			if mustCover {
+				t.Errorf("%s (node style %v): the emitter fell back to yaml.v3", name, node)
+			}
+			continue
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s (node style %v): emitter differs from yaml.v3\n--- emitter\n%s\n--- yaml.v3\n%s", name, node, got, want)
+		}
+	}
+}
+
+// TestEmitterMatchesYAMLv3OnGoldens: every object of every golden policy, both styles.
+func TestEmitterMatchesYAMLv3OnGoldens(t *testing.T) {
+	dirs, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat("testdata/" + d.Name() + "/policy.yaml"); err != nil {
+			continue
+		}
+		_, objs := load(t, d.Name())
+		for _, o := range objs {
+			m, err := o.Map()
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSame(t, d.Name()+"/"+o.Path(), m, true)
+		}
+	}
+}
+
+// TestEmitterMatchesYAMLv3OnEdgeCases: scalars and shapes at the edge of what the emitter
+// decides itself; where it does not fall back, it must write what yaml.v3 writes.
+func TestEmitterMatchesYAMLv3OnEdgeCases(t *testing.T) {
+	scalars := []any{
+		"", " ", "a", "yes", "Yes", "no", "on", "off", "y", "n", "true", "False", "NULL", "null", "~",
+		"1", "1.0", "0x1F", "1e3", "+1", "-1", "-", "--", "---", "...", ".inf", "-.inf", ".nan",
+		"1:20", "190:20:30", "2001-12-14", "2001-12-14t21:59:43.10-05:00", "550.54.15", "v1.2.3",
+		"a:b", "a:", "a: b", "a #b", "a#b", "#a", "a b", " a", "a ", "@a", "a@b", "!a", "&a", "*a",
+		"%a", "|a", ">a", "'a'", "\"a\"", "a'b", "a\"b", "`a", "?a", "? a", "[a]", "{a}", "a,b", "a=b",
+		"a+b", "a/b", "/a", "=a", "<<", "a\tb", "\ta", "é", "aé", "a\u0085b", "a\x01b", "\xff",
+		"a\nb", "a\nb\n", "a\n\nb\n", "a\n\n", "\n", "\na", " a\nb", "a \nb", "a\n b", "a\n\tb",
+		"a\nb ", "a\r\nb", "a\n\n\nb", "x:\n  y: [1, 2]\n", "a\u00e9\nb", strings.Repeat("x", 200),
+		strings.Repeat("x y ", 60), int64(0), int64(-12), int64(1) << 62, true, false, nil, 0.5, 1e21,
+	}
+	for i, s := range scalars {
+		name := fmt.Sprintf("scalar %d %q", i, s)
+		checkSame(t, name, map[string]any{"k": s}, false)
+		checkSame(t, name+" in a list", map[string]any{"k": []any{s, map[string]any{"a": s, "b": s}}}, false)
+		if str, ok := s.(string); ok {
+			checkSame(t, name+" as a key", map[string]any{str: "v", "z": map[string]any{str: int64(1)}}, false)
+		}
+	}
+	checkSame(t, "shapes", map[string]any{
+		"empty": map[string]any{}, "none": []any{}, "nested": map[string]any{"a": map[string]any{"b": []any{
+			map[string]any{}, []any{}, map[string]any{"c": []any{"d", map[string]any{"e": "f\ng\n"}}}}}},
+	}, true)
+	checkSame(t, "key order", map[string]any{
+		"a10": int64(1), "a2": int64(2), "a02": int64(3), "b": int64(4), "B": int64(5), "a-1": int64(6), "a_1": int64(7), "a.b": int64(8), "a/b": int64(9), "ab": int64(10), "a": int64(11),
+		"1": int64(12), "10": int64(13), "9": int64(14), "x1y": int64(15), "x01y": int64(16), "é": int64(17), "z9z": int64(18), "z10a": int64(19),
+	}, false)
+}
