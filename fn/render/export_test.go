@@ -1,6 +1,5 @@
 package render
 
-
 // FastYAML is the emitter's output for m without the yaml.v3 fallback: a document (Go map
 // style) or, with node, a sequence item in node style. ok is false where it leaves m to yaml.v3.
 func FastYAML(m map[string]any, node bool) (out []byte, ok bool) {
