@@ -28,6 +28,9 @@ func toolkitInstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	fs.StringVar(&in.ContainerdVersion, "containerd-version", "", "containerd minor on the node, X.Y (spec.containerRuntime.version); below 2.1 the node's CRI plugin sections are merged into the drop-in; required")
 	fs.StringVar(&in.ContainerdBinary, "containerd-bin", "", "host path of containerd, run as 'containerd config dump' to read the node's effective config (default: found under --host-root in /usr/bin, /usr/local/bin, /bin, /opt/bin; \"none\": read the config files instead)")
 	fs.DurationVar(&in.RestartTimeout, "restart-timeout", 90*time.Second, "how long to wait for containerd to come back after a restart")
+	fs.StringVar(&in.CDISpec, "cdi-spec", "", "generate the node's CDI spec with the node's nvidia-ctk ('nvidia-ctk cdi generate --device-name-strategy=uuid', run chrooted in --host-root), check it names "+toolkit.CDIKind+" devices by UUID, and install it atomically at host path `FILE` (e.g. "+toolkit.DefaultCDISpec+"; same bytes are not rewritten) before the status file; needed by deviceListStrategy cdi-cri, whose device plugin hands containerd "+toolkit.CDIKind+"=<uuid>; a failure keeps the gate closed; \"\" (default): no CDI spec")
+	fs.StringVar(&in.NvidiaCTK, "nvidia-ctk", "", "host path of nvidia-ctk for --cdi-spec (toolkit.source container: "+config.ToolkitInstallDir+"/nvidia-ctk; default: found under --host-root in /usr/bin, /usr/local/bin, /bin, /usr/sbin, /sbin, /opt/bin)")
+	fs.StringVar(&in.CDIDriverRoot, "cdi-driver-root", "/", "host path of the driver's root for --cdi-spec, passed to nvidia-ctk as --driver-root (driver.source container: /run/nvidia/driver)")
 	watch := fs.Duration("watch", 0, "keep running and re-apply every interval (re-installs if the node drifts; never uninstalls on stop); 0 installs once and exits")
 	return func(ctx context.Context, e *env) error {
 		if in.ContainerdVersion == "" {

@@ -1,0 +1,33 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+)
+
+// --cdi-spec reaches the installer: a node without nvidia-ctk keeps the gate closed (exit 1,
+// no status file) and the error names the spec, the missing program and the fix.
+func TestToolkitInstallCDISpecFlag(t *testing.T) {
+	root, dropIn, proc := toolkitHost(t)
+	base := []string{"toolkit", "install", "--host-root", root, "--drop-in", dropIn, "--containerd-version", "2.1",
+		"--restart-mode", "none", "--containerd-bin", "none", "--proc", proc, "--cdi-spec", toolkit.DefaultCDISpec}
+	code, out, errs := run(base...)
+	if code != 1 || !strings.Contains(errs, "not verified: CDI spec "+toolkit.DefaultCDISpec+": nvidia-ctk is not installed on the node") ||
+		!strings.Contains(out, `"Verified":false`) {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	if _, err := toolkit.ReadStatus(root); err != toolkit.ErrNoStatus {
+		t.Fatalf("status file written without a CDI spec: %v", err)
+	}
+	code, _, errs = run(append(base, "--nvidia-ctk", "/usr/local/nvidia/toolkit/nvidia-ctk")...)
+	if code != 1 || !strings.Contains(errs, "--nvidia-ctk /usr/local/nvidia/toolkit/nvidia-ctk") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(root, toolkit.DefaultCDISpec)); !os.IsNotExist(err) {
+		t.Fatalf("a CDI spec appeared: %v", err)
+	}
+}
