@@ -246,11 +246,17 @@ func (e *emitter) scalar(s string, key bool) bool {
 	return true
 }
 
-// plain reports whether yaml.v3 writes s unquoted for certain: it starts with a letter, has
-// only characters that are no YAML indicator where they stand, and is not a word YAML reads
-// as a boolean or null.
+// plain reports whether yaml.v3 writes s unquoted for certain: it starts with a letter or
+// "/" (or is one of the digit-led strings of plainNumberLike), has only characters that are
+// no YAML indicator where they stand, and is not a word YAML reads as a boolean or null.
 func (e *emitter) plain(s string) bool {
-	if s == "" || !isLetter(s[0]) {
+	if s == "" {
+		return false
+	}
+	if c := s[0]; c >= '0' && c <= '9' {
+		return plainNumberLike(s)
+	}
+	if !isLetter(s[0]) && s[0] != '/' {
 		return false
 	}
 	for i := 1; i < len(s); i++ {
@@ -269,6 +275,34 @@ func (e *emitter) plain(s string) bool {
 		return e.style == styleNode // YAML 1.1 booleans: quoted when encoding Go values
 	}
 	return true
+}
+
+// plainNumberLike reports whether a string that starts with a digit is certainly neither an
+// int (any base), a float nor a timestamp to yaml.v3, so it is written plain: quantities and
+// durations ("64Mi", "10m", "30s") have a letter no number or timestamp can hold (not e, t,
+// z, no base prefix); versions ("580.95.05", "1.18.0") have two dots.
+func plainNumberLike(s string) bool {
+	if len(s) > 1 && s[0] == '0' && strings.IndexByte("xXbBoO", s[1]) >= 0 {
+		return false
+	}
+	letter, dots, other := false, 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+		case c == '.':
+			dots++
+		case c == '-' || c == '/':
+			other = true
+		case isLetter(c):
+			other = true
+			if strings.IndexByte("eEtTzZ", c) < 0 {
+				letter = true
+			}
+		default:
+			return false
+		}
+	}
+	return letter || (!other && dots >= 2)
 }
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
