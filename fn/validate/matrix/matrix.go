@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -83,10 +84,12 @@ const (
 	FeatureContainerdDropIn = "containerd-drop-in"
 )
 
-var table = mustLoad(data)
+// table is parsed on first use, not at init: every gpupolicy-fn process pays the init of
+// every linked package, and `version` or `doctor` need not parse it.
+var table = sync.OnceValue(func() *Matrix { return mustLoad(data) })
 
 // Default is the embedded matrix.
-func Default() *Matrix { return table }
+func Default() *Matrix { return table() }
 
 func mustLoad(b []byte) *Matrix {
 	m, err := Load(b)
