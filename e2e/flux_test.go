@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/cluster"
@@ -66,6 +70,22 @@ func TestFluxLayoutStages(t *testing.T) {
 		}
 	}
 
+	// The Flux example renders the same fleet as examples/kustomize: same objects, only the
+	// ordering metadata differs.
+	if os.Getenv("E2E_STACK") != "testdata" {
+		argo, err := renderStack(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var flux []*unstructured.Unstructured
+		for _, s := range stages {
+			flux = append(flux, s.Objects...)
+		}
+		if a, f := identities(argo), identities(flux); a != f {
+			t.Errorf("examples/flux and examples/kustomize render different objects:\nkustomize: %s\nflux:      %s", a, f)
+		}
+	}
+
 	applied := map[string]bool{}
 	for _, s := range stages {
 		for _, dep := range s.DependsOn {
@@ -88,4 +108,14 @@ func TestFluxLayoutStages(t *testing.T) {
 		t.Logf("Kustomization %s (dependsOn %v): %d objects applied and ready", s.Name, s.DependsOn, len(cs.Entries))
 		applied[s.Name] = true
 	}
+}
+
+// identities lists objects as sorted "Kind/namespace/name".
+func identities(objs []*unstructured.Unstructured) string {
+	ids := make([]string, 0, len(objs))
+	for _, o := range objs {
+		ids = append(ids, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
+	}
+	sort.Strings(ids)
+	return strings.Join(ids, " ")
 }
