@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // The report says who runs as root: the rendered stack states uid 0 exactly for the
@@ -45,4 +46,30 @@ func TestRootIsVisible(t *testing.T) {
 	if _, _, n, _, _ := r.counts(); n < len(want) || !strings.Contains(md, " running as root (uid 0)") {
 		t.Errorf("root count %d", n)
 	}
+}
+
+// The toolkit installer's --cdi-spec file is named among its host writes.
+func TestCDISpecWriteIsNamed(t *testing.T) {
+	in, err := Load("testdata/policy.yaml", validate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Build(in.Objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range r.Workloads {
+		for _, c := range w.Containers {
+			if c.Name != "install" {
+				continue
+			}
+			for _, hw := range c.HostWrites {
+				if hw.Path == config.CDISpecFile && strings.Contains(hw.Reason, "CDI spec") {
+					return
+				}
+			}
+			t.Fatalf("install writes %+v, want %s", c.HostWrites, config.CDISpecFile)
+		}
+	}
+	t.Fatal("no toolkit install container")
 }

@@ -2,6 +2,7 @@ package render
 
 import (
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,6 +39,13 @@ func renderToolkit(c *plan) (Objects, error) {
 		ms = append(ms, hostPath("host-containerd-drop-in", cr.DropInDir, corev1.HostPathDirectoryOrCreate, hostRoot+cr.DropInDir, false))
 	}
 	ms = append(ms, stateMount(false), configMapMount("containerd-drop-in", config.DropInConfigMap, config.DropInDir))
+	cdiSpec := c.cdiSpec()
+	if cdiSpec {
+		// The installer writes the CDI spec through /host/var/run/cdi. When the host's
+		// /var/run is the usual symlink to /run, the kernel and the runtime both resolve it
+		// in the container's root, so write and mount meet in the container's /run/cdi.
+		ms = append(ms, cdiMount(hostRoot+cdiDir))
+	}
 	vols, mounts := volumesAndMounts(ms...)
 	d := daemonSet{
 		name: NameToolkit, component: "toolkit", stage: StageToolkit,
@@ -62,6 +70,9 @@ func renderToolkit(c *plan) (Objects, error) {
 			VolumeMounts:    mounts,
 		}},
 	}
+	if cdiSpec {
+		d.containers[0].Command = append(d.containers[0].Command, c.cdiSpecFlags()...)
+	}
 	if s.Toolkit.Source == v1alpha1.SourceContainer {
 		c.toolkitCopy(&d)
 	}
@@ -69,25 +80,73 @@ func renderToolkit(c *plan) (Objects, error) {
 	return Objects{obj}, err
 }
 
+// cdiDir holds the CDI specs: one of containerd's default cdi_spec_dirs.
+var cdiDir = path.Dir(config.CDISpecFile)
+
+func cdiMount(at string) mount {
+	return hostPath("host-cdi", cdiDir, corev1.HostPathDirectoryOrCreate, at, false)
+}
+
+// cdiSpec: the device plugin of the spec or of some pool hands containerd CDI device names
+// nvidia.com/gpu=<uuid> (deviceListStrategy cdi-cri), so the node needs a CDI spec that names
+// devices by UUID. NVIDIA's toolkit image names its own spec's devices differently
+// (management.nvidia.com/gpu, "all" only), so the installer generates this one with the
+// node's nvidia-ctk, before it opens the gate.
+func (c *plan) cdiSpec() bool {
+	if !v1alpha1.Bool(c.p.Spec.Toolkit.CDI) {
+		return false
+	}
+	for _, pl := range devicePluginPools(c.p) {
+		if pl.settings != nil && pl.settings.DeviceListStrategy == v1alpha1.DeviceListCDICRI {
+			return true
+		}
+	}
+	return false
+}
+
+// cdiSpecFlags tell the installer where the spec goes, which nvidia-ctk makes it (the copied
+// one for source=container, else the node's PATH) and where the driver lives.
+func (c *plan) cdiSpecFlags() []string {
+	flags := []string{"--cdi-spec", config.CDISpecFile}
+	if c.p.Spec.Toolkit.Source == v1alpha1.SourceContainer {
+		flags = append(flags, "--nvidia-ctk", config.ToolkitInstallDir+"/nvidia-ctk")
+	}
+	if root := c.driverRoot(); root != "/" {
+		flags = append(flags, "--cdi-driver-root", root)
+	}
+	return flags
+}
+
+// driverRoot is where the driver's files are on the host: NVIDIA's driver container installs
+// them under /run/nvidia/driver.
+func (c *plan) driverRoot() string {
+	if c.p.Spec.Driver.Source == v1alpha1.SourceContainer {
+		return "/run/nvidia/driver"
+	}
+	return "/"
+}
+
 // toolkitCopy adds NVIDIA's toolkit installer as an init container that only copies the
 // binaries (and, with CDI, generates the CDI spec); containerd is configured by the reviewed
 // drop-in alone.
 func (c *plan) toolkitCopy(d *daemonSet) {
 	s := &c.p.Spec
-	driverRoot := "/"
-	if s.Driver.Source == v1alpha1.SourceContainer {
-		driverRoot = "/run/nvidia/driver"
-	}
+	driverRoot := c.driverRoot()
 	ms := []mount{
 		hostPath("host-nvidia-install", path.Dir(config.ToolkitInstallDir), corev1.HostPathDirectoryOrCreate, path.Dir(config.ToolkitInstallDir), false),
 		hostPath("host-driver-root", driverRoot, corev1.HostPathDirectory, "/driver-root", true),
 	}
 	cdi := v1alpha1.Bool(s.Toolkit.CDI)
 	if cdi {
-		ms = append(ms, hostPath("host-cdi", "/var/run/cdi", corev1.HostPathDirectoryOrCreate, "/var/run/cdi", false))
+		ms = append(ms, cdiMount(cdiDir))
 	}
 	vols, mounts := volumesAndMounts(ms...)
-	d.volumes = append(d.volumes, vols...)
+	for _, v := range vols {
+		// The installer may already mount the CDI directory (--cdi-spec): one volume, two mounts.
+		if !slices.ContainsFunc(d.volumes, func(have corev1.Volume) bool { return have.Name == v.Name }) {
+			d.volumes = append(d.volumes, v)
+		}
+	}
 	env := []corev1.EnvVar{
 		{Name: "NO_DAEMON", Value: "true"},
 		{Name: "NO_RUNTIME_CONFIG", Value: "true"},

@@ -23,6 +23,10 @@ const (
 	ToolkitStatusFile = "/var/lib/gpupolicy/toolkit-status.json"
 	// ToolkitInstallDir is where toolkit.source=container puts NVIDIA's runtime binaries.
 	ToolkitInstallDir = "/usr/local/nvidia/toolkit"
+	// CDISpecFile is where `gpu-node-agent toolkit install --cdi-spec` installs the node's CDI
+	// spec (nvidia.com/gpu devices named by UUID) for deviceListStrategy cdi-cri; its directory
+	// is one of containerd's default cdi_spec_dirs.
+	CDISpecFile = "/var/run/cdi/nvidia.yaml"
 )
 
 // Agent is the node agent's configuration (ConfigMap AgentConfigMap, key AgentConfigFile).

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // CDI spec generation. With deviceListStrategy cdi-cri the device plugin answers Allocate
@@ -25,7 +26,7 @@ const CDIKind = "nvidia.com/gpu"
 
 // DefaultCDISpec is where the rendered toolkit DaemonSet asks for the spec (a directory
 // containerd's default cdi_spec_dirs include).
-const DefaultCDISpec = "/var/run/cdi/nvidia.yaml"
+const DefaultCDISpec = config.CDISpecFile
 
 // cdiScratch is where nvidia-ctk writes its candidate spec (a host path, so the chrooted
 // nvidia-ctk and the installer see the same file). It is outside the CDI spec directories so
@@ -69,6 +70,19 @@ func (h Host) findCTK(flag string) (string, error) {
 	}
 	return "", fmt.Errorf("nvidia-ctk is not installed on the node (looked in %s): install the NVIDIA Container Toolkit package, or set --nvidia-ctk (toolkit.source: container installs it in /usr/local/nvidia/toolkit)",
 		strings.Join(ctkCandidates, ", "))
+}
+
+// hookFlag names, in the spec's hooks, the CDI hook next to this nvidia-ctk: the spec's hooks
+// run on the host at container creation, and nvidia-ctk's default (/usr/bin) is wrong for a
+// toolkit installed elsewhere (toolkit.source: container puts it in /usr/local/nvidia/toolkit).
+// Toolkits before 1.17 have no nvidia-cdi-hook; their hooks are nvidia-ctk itself, named by
+// --nvidia-ctk-path (an alias of --nvidia-cdi-hook-path in later versions).
+func (h Host) hookFlag(ctk string) string {
+	hook := filepath.Join(filepath.Dir(ctk), "nvidia-cdi-hook")
+	if st, err := os.Stat(hostfs.Join(h.Root, hook)); err == nil && st.Mode().IsRegular() {
+		return "--nvidia-cdi-hook-path=" + hook
+	}
+	return "--nvidia-ctk-path=" + ctk
 }
 
 // validateCDISpec refuses a spec the device plugin's CDI names cannot resolve against.
@@ -123,7 +137,7 @@ func (in *Installer) installCDISpec(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer os.Remove(scratch)
-	args := []string{"cdi", "generate", "--device-name-strategy=uuid", "--output=" + cdiScratch}
+	args := []string{"cdi", "generate", "--device-name-strategy=uuid", "--output=" + cdiScratch, h.hookFlag(bin)}
 	if in.CDIDriverRoot != "" && in.CDIDriverRoot != "/" {
 		args = append(args, "--driver-root="+in.CDIDriverRoot)
 	}

@@ -110,6 +110,7 @@ func TestCDISpecInstalled(t *testing.T) {
 	ctk := config.ToolkitInstallDir + "/nvidia-ctk"
 	in, root := cdiHost(t, ctk)
 	in.NvidiaCTK, in.CDIDriverRoot = ctk, "/run/nvidia/driver"
+	writeHost(t, root, config.ToolkitInstallDir+"/nvidia-cdi-hook", "#!/bin/sh\n", 0o755)
 	first := specFor(CDIKind, gpu0, "all")
 	writeHost(t, root, "/fake-ctk-spec.yaml", first, 0o644)
 	spec := hostfs.Join(root, DefaultCDISpec)
@@ -127,7 +128,8 @@ func TestCDISpecInstalled(t *testing.T) {
 		t.Fatalf("install: %+v %v", res, err)
 	}
 	args := strings.Fields(string(must(os.ReadFile(hostfs.Join(root, "/fake-ctk-args")))))
-	if want := []string{"cdi", "generate", "--device-name-strategy=uuid", "--output=" + cdiScratch, "--driver-root=/run/nvidia/driver"}; !slices.Equal(args, want) {
+	if want := []string{"cdi", "generate", "--device-name-strategy=uuid", "--output=" + cdiScratch,
+		"--nvidia-cdi-hook-path=" + config.ToolkitInstallDir + "/nvidia-cdi-hook", "--driver-root=/run/nvidia/driver"}; !slices.Equal(args, want) {
 		t.Fatalf("nvidia-ctk args %q, want %q", args, want)
 	}
 	if got := string(must(os.ReadFile(spec))); got != first {
@@ -175,8 +177,11 @@ func TestCDISpecFailures(t *testing.T) {
 	if res, err := in.Install(context.Background()); err != nil || !res.Verified {
 		t.Fatalf("install: %+v %v", res, err)
 	}
-	if args := string(must(os.ReadFile(hostfs.Join(root, "/fake-ctk-args")))); strings.Contains(args, "--driver-root") {
-		t.Fatalf("--driver-root passed for a driver on the host root: %q", args)
+	// A driver on the host root needs no --driver-root; a toolkit without nvidia-cdi-hook
+	// (before 1.17) has nvidia-ctk itself as the hook.
+	if args := string(must(os.ReadFile(hostfs.Join(root, "/fake-ctk-args")))); strings.Contains(args, "--driver-root") ||
+		!strings.Contains(args, "--nvidia-ctk-path=/usr/bin/nvidia-ctk\n") {
+		t.Fatalf("nvidia-ctk args %q", args)
 	}
 	cases := []struct {
 		name, spec, reason string
