@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +21,8 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// TestJoinToDevicePluginTiming measures, for 1 and for 50 GPU nodes joining at once, the
+// TestJoinToDevicePluginTiming measures, for 1 and for 50 GPU nodes joining at once
+// (E2E_TIMING_NODES=1,50 by default), the
 // seconds from a node's registration to its device-plugin pod Running. The nodes come with
 // the driver preinstalled (as in the example policy); everything else happens as in a real
 // cluster: the agent pod starts, opens the driver gate, verifies the driver, opens the
@@ -29,8 +31,19 @@ import (
 // starts and when their host changes, and every second otherwise.
 func TestJoinToDevicePluginTiming(t *testing.T) {
 	d := deployed(t)
+	sizes := []int{1, 50}
+	if v := os.Getenv("E2E_TIMING_NODES"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 99 {
+				t.Fatalf("E2E_TIMING_NODES=%q: want comma-separated node counts from 1 to 99", v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
 	var rows []string
-	for _, n := range []int{1, 50} {
+	for _, n := range sizes {
 		rows = append(rows, measureJoin(t, d, n))
 	}
 	table := "| nodes joining at once | agent pod Running (median) | toolkit pod Running (median) | device-plugin Running: min | median | p90 | max |\n" +
