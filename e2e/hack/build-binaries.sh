@@ -13,6 +13,12 @@ BIN=$CACHE/e2e-bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION
 mkdir -p "$BIN"
 
 log() { echo "[build-binaries] $*" >&2; }
+# timed NAME CMD...: runs CMD and logs how long it took (the cold build is the slow part of CI).
+timed() {
+  local name=$1 start=$SECONDS; shift
+  "$@"
+  log "$name ready in $((SECONDS - start))s"
+}
 
 build_k8s() {
   local want=(kube-apiserver kube-controller-manager kube-scheduler) missing=0
@@ -81,7 +87,7 @@ build_kwok() {
   chmod -R u+w "$BIN/kwok-stages"
 }
 
-build_etcd
-build_kwok
-build_k8s
+timed etcd build_etcd
+timed kwok build_kwok
+timed "kube-apiserver, kube-controller-manager, kube-scheduler" build_k8s
 echo "$BIN"
