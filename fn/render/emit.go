@@ -221,6 +221,10 @@ func (e *emitter) scalar(s string, key bool) bool {
 		e.buf = append(e.buf, s...)
 		return true
 	}
+	if q, ok := singleLine(s); ok {
+		e.buf = append(e.buf, q...)
+		return true
+	}
 	if q, ok := e.quoted[s]; ok {
 		e.buf = append(e.buf, q...)
 		return true
@@ -303,6 +307,47 @@ func plainNumberLike(s string) bool {
 		}
 	}
 	return letter || (!other && dots >= 2)
+}
+
+// singleLine presents a printable-ASCII, single-line string that YAML reads as a string
+// (not led by a sign, dot, digit or "~"; a letter-led one is no single word plain() turned
+// down) the way yaml.v3's emitter does: plain unless an indicator, a leading or trailing space
+// forbids it, then single-quoted (yaml_emitter_analyze_scalar, select_scalar_style). Others
+// report false.
+func singleLine(s string) (string, bool) {
+	if s == "" || strings.IndexByte("+-.0123456789~", s[0]) >= 0 {
+		return "", false
+	}
+	if isLetter(s[0]) && strings.IndexByte(s, ' ') < 0 {
+		return "", false // a single word: plain() decided it, or it is one YAML reads otherwise
+	}
+	indicator := s[0] == ' ' || s[len(s)-1] == ' ' || strings.HasPrefix(s, "...")
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e {
+			return "", false
+		}
+		followedBySpace := i+1 == len(s) || s[i+1] == ' '
+		if i == 0 {
+			switch c {
+			case '#', ',', '[', ']', '{', '}', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`':
+				indicator = true
+			case '?', ':':
+				indicator = indicator || followedBySpace
+			}
+			continue
+		}
+		switch c {
+		case ':':
+			indicator = indicator || followedBySpace
+		case '#':
+			indicator = indicator || s[i-1] == ' '
+		}
+	}
+	if !indicator {
+		return s, true
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'", true
 }
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

@@ -70,6 +70,10 @@ func TestEmitterMatchesYAMLv3OnEdgeCases(t *testing.T) {
 		strings.Repeat("x y ", 60), "64Mi", "10m", "1.18.0", "580.95.05", "1.2", "1.2.", "1..2", "0x1F", "0x1g",
 		"0b101", "0o17", "0b2", "0755", "1e5", "1E5", "1e5x", "2001-12-14", "2001-12-14t00:00:00Z", "2001-12-14x",
 		"4ced9f", "4e12", "1_000", "1_000m", "1-2", "1/2", "1/2m", "/a", "/a:b", "/", "//", "/a b", "5m", "1Gi",
+		"a b: c", "a b:c", "a b #c", "a b#c", "a b:", "(a) b", "(a)", ":a b", ": a", "? a b", "?a b", "- a", "-a b",
+		"a 'b'", "'a' b", "a b ", " a b", "...a b", "..a b", "a  b", "a\tb c", "a b\x7f", "a b é", "{{ a }} b", "a {{ b }}",
+		"x == 'y' || z", "a: b # c", "% a", "@a b", "`a b", "!a b", "&a b", "*a b", "|a b", ">a b", "[a] b", "]a b",
+		"a, b", ",a b", "~ a", "Yes please", "true story", "null x", "a b: ", "#a b", "a # b", "a #", "a:#b c",
 		"9.1.2-ubuntu22.04", "1.2.3.4", "12", "1.", "1.2.3a", int64(0), int64(-12), int64(1) << 62, true, false, nil, 0.5, 1e21,
 	}
 	for i, s := range scalars {
