@@ -61,6 +61,7 @@ func toolkitInstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 func toolkitUninstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	in := &toolkit.Installer{}
 	restartFlags(fs, in)
+	fs.StringVar(&in.CDISpec, "cdi-spec", "", "also remove the CDI spec `FILE` (a host path) that toolkit install --cdi-spec installed; \"\" (default): leave CDI specs alone")
 	return func(ctx context.Context, e *env) error {
 		in.Logger = e.log
 		removed, err := in.Uninstall(ctx)

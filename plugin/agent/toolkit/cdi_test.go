@@ -166,6 +166,17 @@ func TestCDISpecInstalled(t *testing.T) {
 	if temps, _ := filepath.Glob(filepath.Join(filepath.Dir(spec), "*"+hostfs.TempMarker+"*")); len(temps) > 0 {
 		t.Fatalf("temporary files left in the CDI directory: %v", temps)
 	}
+
+	// Uninstall with --cdi-spec takes the spec away with the drop-in and the status file.
+	in.Writer.Step = nil
+	if removed, err := in.Uninstall(context.Background()); err != nil || !removed {
+		t.Fatalf("uninstall: %v %v", removed, err)
+	}
+	for _, p := range []string{spec, status} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s after uninstall: %v", p, err)
+		}
+	}
 }
 
 // A failing or wrong nvidia-ctk closes the gate (no status file), says why, and leaves the

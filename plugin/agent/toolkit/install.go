@@ -353,8 +353,9 @@ func (in *Installer) verify(ctx context.Context, res Result, r rendered, v Versi
 	return res, nil
 }
 
-// Uninstall removes the drop-in and the status file (the import of the directory stays: it
-// matches nothing of ours any more) and restarts containerd per mode if something was removed.
+// Uninstall removes the drop-in, the status file and, when CDISpec is set, the CDI spec (the
+// import of the directory stays: it matches nothing of ours any more) and restarts containerd
+// per mode if the drop-in was removed.
 func (in *Installer) Uninstall(ctx context.Context) (bool, error) {
 	_, dropIn := in.paths()
 	removed, err := in.Writer.Remove(hostfs.Join(in.HostRoot, dropIn))
@@ -363,6 +364,14 @@ func (in *Installer) Uninstall(ctx context.Context) (bool, error) {
 	}
 	if _, err := in.Writer.Remove(hostfs.Join(in.HostRoot, config.ToolkitStatusFile)); err != nil {
 		return removed, err
+	}
+	// The CDI spec after the status file: the gate is closed before devices stop resolving.
+	if in.CDISpec != "" {
+		if gone, err := in.Writer.Remove(hostfs.Join(in.HostRoot, in.CDISpec)); err != nil {
+			return removed, err
+		} else if gone {
+			in.log().Info("CDI spec removed", "path", in.CDISpec)
+		}
 	}
 	if removed {
 		in.log().Info("containerd drop-in removed", "path", dropIn)
