@@ -3,6 +3,7 @@ package render_test
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -51,6 +52,13 @@ func TestEmitterMatchesYAMLv3OnGoldens(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkSame(t, d.Name()+"/"+o.Path(), m, true)
+			fast, ref, err := render.MapPair(o.Obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(fast, ref) {
+				t.Errorf("%s/%s: the JSON decoder differs from encoding/json", d.Name(), o.Path())
+			}
 		}
 	}
 }
@@ -92,4 +100,27 @@ func TestEmitterMatchesYAMLv3OnEdgeCases(t *testing.T) {
 		"a10": int64(1), "a2": int64(2), "a02": int64(3), "b": int64(4), "B": int64(5), "a-1": int64(6), "a_1": int64(7), "a.b": int64(8), "a/b": int64(9), "ab": int64(10), "a": int64(11),
 		"1": int64(12), "10": int64(13), "9": int64(14), "x1y": int64(15), "x01y": int64(16), "é": int64(17), "z9z": int64(18), "z10a": int64(19),
 	}, false)
+}
+
+// TestJSONDecoderMatchesEncodingJSON: escapes, numbers, nesting, empty containers.
+func TestJSONDecoderMatchesEncodingJSON(t *testing.T) {
+	for i, v := range []any{
+		map[string]any{},
+		map[string]any{"a": "x\"y\\z\n\t\u0001<>&\u2028é😀", "b\"": []any{}, "c": map[string]any{}},
+		map[string]any{"n": []any{0, -1, 1.5, -2.25e-7, 1e300, 12345678901234567, uint64(1) << 63, 3.0, true, false, nil}},
+		map[string]any{"deep": []any{[]any{map[string]any{"x": []any{"", " "}}}}},
+		struct {
+			A string  `json:"a"`
+			B float64 `json:"b"`
+			C []byte  `json:"c"`
+		}{"\xff", 0.1, []byte("bytes")},
+	} {
+		fast, ref, err := render.MapPair(v)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(fast, ref) {
+			t.Errorf("case %d: decoder %#v, encoding/json %#v", i, fast, ref)
+		}
+	}
 }

@@ -33,33 +33,7 @@ func toMap(v any) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := json.NewDecoder(bytes.NewReader(j))
-	d.UseNumber()
-	var m map[string]any
-	if err := d.Decode(&m); err != nil {
-		return nil, err
-	}
-	return fixNumbers(m).(map[string]any), nil
-}
-
-func fixNumbers(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			t[k] = fixNumbers(x)
-		}
-	case []any:
-		for i, x := range t {
-			t[i] = fixNumbers(x)
-		}
-	case json.Number:
-		if i, err := t.Int64(); err == nil {
-			return i
-		}
-		f, _ := t.Float64()
-		return f
-	}
-	return v
+	return decodeJSONObject(j)
 }
 
 // marshalYAML writes JSON-compatible data as YAML the way kustomize does: sorted keys,
