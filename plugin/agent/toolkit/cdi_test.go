@@ -233,3 +233,26 @@ func TestCDISpecFailures(t *testing.T) {
 		t.Fatalf("missing --nvidia-ctk binary: %+v", res)
 	}
 }
+
+// On a GPU machine with the NVIDIA Container Toolkit, the real nvidia-ctk's spec passes the
+// installer's checks, and a second run writes nothing (its output is stable, so --watch never
+// rewrites the spec). The spec goes to a temp dir; only the candidate scratch file touches
+// /var/lib/gpupolicy.
+func TestCDISpecRealNvidiaCTK(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidiactl"); err != nil {
+		t.Skip("no NVIDIA GPU (/dev/nvidiactl)")
+	}
+	bin, err := Host{Root: "/"}.findCTK("")
+	if err != nil {
+		t.Skip(err)
+	}
+	in := &Installer{HostRoot: "/", CDISpec: filepath.Join(t.TempDir(), "nvidia.yaml")}
+	wrote, err := in.installCDISpec(context.Background())
+	if err != nil || !wrote {
+		t.Fatalf("%s: wrote %v, %v", bin, wrote, err)
+	}
+	t.Logf("%s generated:\n%s", bin, must(os.ReadFile(in.CDISpec)))
+	if wrote, err = in.installCDISpec(context.Background()); err != nil || wrote {
+		t.Fatalf("second run: wrote %v, %v", wrote, err)
+	}
+}
