@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 )
 
 // renderedMarker is the header of the kustomization files render writes; a directory whose
@@ -38,24 +39,32 @@ func writeTree(dir string, files map[string][]byte) error {
 		return err
 	}
 	defer os.RemoveAll(tmp) // after a successful swap it holds the old tree
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		p := filepath.Join(tmp, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, files[name], 0o644); err != nil {
-			return err
-		}
+	if err := writeFiles(tmp, files); err != nil {
+		return err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
 		return err
 	}
 	return swapDir(tmp, dir)
+}
+
+// writeFiles writes files under root, in name order, each directory made once.
+func writeFiles(root string, files map[string][]byte) error {
+	names := slices.Sorted(maps.Keys(files))
+	made := map[string]bool{}
+	for _, name := range names {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if dir := filepath.Dir(p); !made[dir] {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			made[dir] = true
+		}
+		if err := os.WriteFile(p, files[name], 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkReplaceable refuses to replace a directory that render did not write.
