@@ -172,7 +172,7 @@ func encode(rl *fn.ResourceList, items []*yaml.Node, objs render.Objects) ([]byt
 	text := b.Bytes()
 	line := []byte("\n- " + renderedMarker + "\n")
 	at := bytes.Index(text, line)
-	if at < 0 || bytes.Index(text[at+1:], line) >= 0 {
+	if at < 0 || bytes.Contains(text[at+1:], line) {
 		return nil, fmt.Errorf("internal error: the placeholder of the rendered objects is not in the output exactly once")
 	}
 	out := make([]byte, 0, len(text)+8192*len(objs))
