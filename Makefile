@@ -16,7 +16,7 @@ export KUSTOMIZE
 BINARIES := gpupolicy-fn gpu-device-plugin gpu-exporter gpu-node-agent
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0)
 
-.PHONY: all build render tools host-deps test unit lint check-rendered update-rendered e2e bench clean help
+.PHONY: all build render tools host-deps test unit lint check-rendered update-rendered generate fuzz e2e bench clean help
 
 all: build
 
@@ -61,11 +61,21 @@ lint: tools ## gofmt, go vet, staticcheck
 	$(STATICCHECK) ./...
 	cd e2e && $(GO) vet ./...
 
-check-rendered: build tools ## fail when committed rendered output (examples/, policies/) is stale
-	$(GO) test -count=1 -run 'TestRenderedUpToDate' ./examples/... ./policies/...
+# Packages whose tests compare with committed golden files and take -update.
+GOLDEN_PKGS := ./examples ./policies ./fn/internal/schemagen ./fn/render ./fn/audit ./fn/diff \
+	./fn/doctor ./fn/validate/matrix ./plugin/exporter/metrics
 
-update-rendered: build tools ## regenerate committed rendered output and golden files
-	$(GO) test ./... -run 'Golden|Rendered|Preset|Schema' -update
+check-rendered: build tools ## fail when committed rendered output, schema or goldens are stale
+	CI=1 $(GO) test -count=1 $(GOLDEN_PKGS)
+
+update-rendered: build tools ## rewrite committed rendered output, schema and golden files
+	$(GO) test -count=1 $(GOLDEN_PKGS) -update
+
+generate: ## regenerate the GPUPolicy JSON schema, CRD and field reference
+	$(GO) generate ./fn/api/v1alpha1/schema
+
+fuzz: ## fuzz decode+validate+render (FUZZTIME, default 5m)
+	$(GO) test ./fn/validate -run '^$$' -fuzz FuzzPipeline -fuzztime $${FUZZTIME:-5m} -fuzzminimizetime 5s -parallel 1
 
 e2e: build tools ## end-to-end suite on a real control plane (cold build of k8s ~15 min, cached)
 	e2e/run.sh

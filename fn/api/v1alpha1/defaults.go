@@ -8,7 +8,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/version"
 )
 
-// Documented defaults (docs/gpupolicy-v1alpha1.md). kubernetesVersion, driver.version and
+// Documented defaults (fn/api/v1alpha1/README.md). kubernetesVersion, driver.version and
 // cuda.version have none: they are the version matrix a person must choose.
 const (
 	DefaultNamespace          = "gpu-system"

@@ -1,7 +1,7 @@
 // Package v1alpha1 is the GPUPolicy API: the compact, committed description of a GPU fleet that
 // the function expands into rendered manifests. Field names are a contract (tests outside this
 // repository use them); add fields, never rename. Defaults live in defaults.go only, strict
-// decoding with field paths in decode.go. The reference document is docs/gpupolicy-v1alpha1.md.
+// decoding with field paths in decode.go. The reference document is fn/api/v1alpha1/README.md.
 package v1alpha1
 
 import corev1 "k8s.io/api/core/v1"
