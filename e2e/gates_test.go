@@ -136,6 +136,7 @@ func TestGatesOpenStageByStage(t *testing.T) {
 func waitPods(t *testing.T, d *deployment, gate, node string) {
 	t.Helper()
 	eventually(t, stageTimeout, fmt.Sprintf("stage %s running on %s", gate, node), func() (bool, string) {
+		failOnAgentProblems(t, d, node)
 		p := stagePods(t, d, gate, node)
 		return running(p), fmt.Sprint(p, " ", nvidiaLabels(t, node))
 	})

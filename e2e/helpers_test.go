@@ -153,3 +153,12 @@ func selects(ds *appsv1.DaemonSet, extra map[string]string) bool {
 func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
 
 func numCPU() int { return runtime.NumCPU() }
+
+// failOnAgentProblems stops a wait as soon as node's agent logged a problem: waiting longer
+// for a gate the agent cannot open only hides the reason.
+func failOnAgentProblems(t *testing.T, d *deployment, node string) {
+	t.Helper()
+	if errs := d.fleet.LiveProblems(node); len(errs) > 0 {
+		t.Fatalf("node agent on %s: %v", node, errs[0])
+	}
+}

@@ -103,6 +103,9 @@ func measureJoin(t *testing.T, d *deployment, n int) string {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Minute, fmt.Sprintf("device-plugin pods Running on %d new nodes", n), func() (bool, string) {
+		for _, name := range names {
+			failOnAgentProblems(t, d, name)
+		}
 		got := rec.count(config.LabelDeployDevicePlugin)
 		return got == n, fmt.Sprintf("%d of %d", got, n)
 	})

@@ -252,7 +252,7 @@ func (f *Fleet) stopAgent(node string) <-chan struct{} {
 // the node's host directory as --host-root and a kubeconfig that carries the agent's identity.
 // It runs until ctx ends (the pod went away or the fleet stops), then gets SIGTERM.
 func (f *Fleet) runAgent(ctx context.Context, h *Host) {
-	dir := filepath.Join(f.dir, "run", h.Node)
+	dir := filepath.Join(f.dir, "run", h.Node) // LiveProblems reads agent.log here
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		f.recordErr(h.Node, err)
 		return
@@ -300,11 +300,30 @@ func (f *Fleet) runAgent(ctx context.Context, h *Host) {
 // patch the guardrails denied; an event it could not post): the agent must work within its
 // own RBAC and admission policies.
 func (f *Fleet) scanLog(node, path string) {
+	errs, err := agentLogProblems(path)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, e := range errs {
+		f.recordErr(node, e)
+	}
+}
+
+// LiveProblems reads the log of node's running agent now, so a test waiting for a gate can
+// fail at once with the agent's reason (e.g. a patch the guardrails denied) instead of
+// timing out.
+func (f *Fleet) LiveProblems(node string) []error {
+	errs, _ := agentLogProblems(filepath.Join(f.dir, "run", node, "agent.log"))
+	return errs
+}
+
+// agentLogProblems returns the warnings and errors of an agent's JSON log.
+func agentLogProblems(path string) ([]error, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		f.recordErr(node, err)
-		return
+		return nil, err
 	}
+	var errs []error
 	for _, line := range strings.Split(string(b), "\n") {
 		var rec struct {
 			Level string `json:"level"`
@@ -315,14 +334,22 @@ func (f *Fleet) scanLog(node, path string) {
 			continue
 		}
 		if (rec.Level == "WARN" || rec.Level == "ERROR") && !strings.Contains(rec.Error, context.Canceled.Error()) {
-			f.recordErr(node, fmt.Errorf("%s: %s: %s (log: %s)", rec.Level, rec.Msg, rec.Error, path))
+			errs = append(errs, fmt.Errorf("%s: %s: %s (log: %s)", rec.Level, rec.Msg, rec.Error, path))
 		}
 	}
+	return errs, nil
 }
 
+// recordErr keeps each distinct problem once: an agent retrying a denied patch every second
+// logs the same line many times.
 func (f *Fleet) recordErr(node string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for _, e := range f.errs[node] {
+		if e.Error() == err.Error() {
+			return
+		}
+	}
 	f.errs[node] = append(f.errs[node], err)
 }
 
