@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"reflect"
 	"strings"
@@ -121,6 +122,26 @@ func TestJSONDecoderMatchesEncodingJSON(t *testing.T) {
 		}
 		if !reflect.DeepEqual(fast, ref) {
 			t.Errorf("case %d: decoder %#v, encoding/json %#v", i, fast, ref)
+		}
+	}
+}
+
+// TestEmitterMatchesYAMLv3OnRandomStrings: short strings over YAML's special characters, as
+// values, list items and keys (seeded, so a failure reproduces).
+func TestEmitterMatchesYAMLv3OnRandomStrings(t *testing.T) {
+	alphabet := []string{"a", "b", "y", "n", "e", "x", "o", "T", "Z", "0", "1", "9", " ", "  ", ":", "#", "-", ".",
+		"\n", "'", "\"", "\t", "/", "{", "[", "]", ",", "!", "&", "*", "~", "+", "_", "é", "%", "@", "`", "?", "|", ">", "=", "\\"}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := range 5000 {
+		var b strings.Builder
+		for range rnd.IntN(9) {
+			b.WriteString(alphabet[rnd.IntN(len(alphabet))])
+		}
+		s := b.String()
+		name := fmt.Sprintf("random %d %q", i, s)
+		checkSame(t, name, map[string]any{"k": s, "l": []any{s}, s + "k": int64(1)}, false)
+		if t.Failed() {
+			return
 		}
 	}
 }
