@@ -52,8 +52,8 @@ func marshalYAML(m map[string]any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Node is the object as a YAML node tree, for callers that assemble a larger document (the
-// KRM function's ResourceList) and encode it once.
+// Node is the object as a YAML node tree, for callers that edit or embed it. (The KRM
+// function writes its objects with Objects.AppendItems, the same bytes without the tree.)
 func (o Object) Node() (*yaml.Node, error) {
 	m, err := o.Map()
 	if err != nil {
