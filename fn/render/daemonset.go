@@ -158,6 +158,11 @@ func configMapMount(name, configMap, at string) mount {
 	}
 }
 
+// emptyDirMount is pod-local scratch space that never reaches the host.
+func emptyDirMount(name, at string) mount {
+	return mount{volume: corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}, at: at}
+}
+
 // volumesAndMounts splits mounts into the pod's volumes and a container's mounts.
 func volumesAndMounts(ms ...mount) ([]corev1.Volume, []corev1.VolumeMount) {
 	vols := make([]corev1.Volume, 0, len(ms))

@@ -16,6 +16,10 @@ import (
 // something (a person, a node image update) changed containerd's configuration.
 const toolkitWatch = "5m"
 
+// toolkitScratchDir is an emptyDir in the toolkit-copy container: where NVIDIA's installer may
+// write a containerd config that nothing reads.
+const toolkitScratchDir = "/run/gpupolicy-scratch"
+
 // renderToolkit makes the toolkit stage: for source=container an init container from NVIDIA's
 // toolkit image copies the runtime binaries to the host (its own containerd editing switched
 // off), then `gpu-node-agent toolkit install` installs the reviewed drop-in, restarts
@@ -135,6 +139,7 @@ func (c *plan) toolkitCopy(d *daemonSet) {
 	ms := []mount{
 		hostPath("host-nvidia-install", path.Dir(config.ToolkitInstallDir), corev1.HostPathDirectoryOrCreate, path.Dir(config.ToolkitInstallDir), false),
 		hostPath("host-driver-root", driverRoot, corev1.HostPathDirectory, "/driver-root", true),
+		emptyDirMount("toolkit-scratch", toolkitScratchDir),
 	}
 	cdi := v1alpha1.Bool(s.Toolkit.CDI)
 	if cdi {
@@ -147,9 +152,19 @@ func (c *plan) toolkitCopy(d *daemonSet) {
 			d.volumes = append(d.volumes, v)
 		}
 	}
+	// The installer's containerd editing is switched off three ways, so that no toolkit
+	// release's flag names decide whether the host's containerd gets rewritten: it is told not
+	// to configure a runtime (NO_RUNTIME_CONFIG), any config it writes anyway goes to pod-local
+	// scratch (RUNTIME_CONFIG, and CONTAINERD_CONFIG for older releases), and it never restarts
+	// containerd (RUNTIME_RESTART_MODE=none; it could not: the host's config and socket are
+	// not mounted here). NO_DAEMON makes it exit after copying, so no cleanup runs on pod stop.
+	scratch := toolkitScratchDir + "/containerd-config.toml"
 	env := []corev1.EnvVar{
 		{Name: "NO_DAEMON", Value: "true"},
 		{Name: "NO_RUNTIME_CONFIG", Value: "true"},
+		{Name: "RUNTIME_CONFIG", Value: scratch},
+		{Name: "CONTAINERD_CONFIG", Value: scratch},
+		{Name: "RUNTIME_RESTART_MODE", Value: "none"},
 		{Name: "RUNTIME", Value: "containerd"},
 		{Name: "TOOLKIT_INSTALL_DIR", Value: path.Dir(config.ToolkitInstallDir)},
 		{Name: "NVIDIA_DRIVER_ROOT", Value: driverRoot},
