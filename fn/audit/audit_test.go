@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
 	"github.com/gpupolicy/gpupolicy/fn/render"
+	"github.com/gpupolicy/gpupolicy/fn/source"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
@@ -39,7 +39,7 @@ func TestFixtureGolden(t *testing.T) {
 }
 
 func TestFixtureFacts(t *testing.T) {
-	in, err := Load("testdata/fixture.yaml", validate.Options{})
+	in, err := source.Load("testdata/fixture.yaml", validate.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestPolicyAndRenderedTreeAgree(t *testing.T) {
 			if fromTree != fromPolicy {
 				t.Errorf("audit of the rendered tree differs from the audit of the policy")
 			}
-			in, _ := Load(policy, validate.Options{})
+			in, _ := source.Load(policy, validate.Options{})
 			r, _ := Build(in.Objects)
 			for _, w := range r.Workloads {
 				for _, c := range w.Containers {
@@ -126,34 +126,5 @@ func TestUsageAndBadInput(t *testing.T) {
 	}
 	if _, _, code := runAudit(t, "--help"); code != 0 {
 		t.Errorf("--help: exit %d", code)
-	}
-}
-
-func TestLoadRejectsWhatIsNotARenderedTree(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	for name, tc := range map[string]struct {
-		body, want string
-	}{
-		"policy-inside.yaml": {"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: gpupolicy.dev/v1alpha1\nkind: GPUPolicy\nmetadata: {name: b}\n", "is a GPUPolicy inside a rendered tree"},
-		"no-kind.yaml":       {"metadata: {name: a}\n", "has no apiVersion or kind"},
-		"broken.yaml":        {"apiVersion: v1\nkind: [\n", "document 0"},
-	} {
-		if _, err := Load(write(name, tc.body), validate.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: err = %v, want %q", name, err, tc.want)
-		}
-	}
-	objs, err := readDocuments("k.yaml", []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [a.yaml]\n---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"))
-	if err != nil || len(objs) != 1 || objs[0].GetKind() != "ConfigMap" {
-		t.Errorf("kustomization.yaml and empty documents must be skipped: %v %v", objs, err)
-	}
-	if _, err := Load(t.TempDir(), validate.Options{}); err == nil || !strings.Contains(err.Error(), "holds no Kubernetes objects") {
-		t.Errorf("empty dir: %v", err)
 	}
 }

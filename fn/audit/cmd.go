@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gpupolicy/gpupolicy/fn/source"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
@@ -33,7 +34,7 @@ func Run(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	in, err := Load(*file, validate.Options{})
+	in, err := source.Load(*file, validate.Options{})
 	if err != nil {
 		fmt.Fprintf(stderr, "audit: %v\n", err)
 		return 1

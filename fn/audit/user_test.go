@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpupolicy/gpupolicy/fn/render"
+	"github.com/gpupolicy/gpupolicy/fn/source"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
@@ -13,7 +14,7 @@ import (
 // device plugin, the exporter and the privileged toolkit containers, and the summary table
 // and count show it.
 func TestRootIsVisible(t *testing.T) {
-	in, err := Load("testdata/policy.yaml", validate.Options{})
+	in, err := source.Load("testdata/policy.yaml", validate.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestRootIsVisible(t *testing.T) {
 
 // The toolkit installer's --cdi-spec file is named among its host writes.
 func TestCDISpecWriteIsNamed(t *testing.T) {
-	in, err := Load("testdata/policy.yaml", validate.Options{})
+	in, err := source.Load("testdata/policy.yaml", validate.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gpupolicy/gpupolicy/fn/audit"
+	"github.com/gpupolicy/gpupolicy/fn/source"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
@@ -47,9 +47,9 @@ func Run(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	var inputs [2]*audit.Input
+	var inputs [2]*source.Input
 	for i, path := range operands {
-		in, err := audit.Load(path, validate.Options{})
+		in, err := source.Load(path, validate.Options{})
 		if err != nil {
 			fmt.Fprintf(stderr, "diff: %v\n", err)
 			return 1

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/fn/audit"
 	"github.com/gpupolicy/gpupolicy/fn/render"
+	"github.com/gpupolicy/gpupolicy/fn/source"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
@@ -72,7 +73,7 @@ const (
 var versionOrder = []string{VersionKubernetes, VersionDriver, VersionCUDA, VersionToolkit, VersionGPUPolicy}
 
 // Compare computes what moves from base to head.
-func Compare(base, head *audit.Input) (*Report, error) {
+func Compare(base, head *source.Input) (*Report, error) {
 	ba, err := audit.Build(base.Objects)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", base.Path, err)
@@ -100,7 +101,7 @@ func Compare(base, head *audit.Input) (*Report, error) {
 	return r, nil
 }
 
-func (r *Report) findings(head *audit.Input) {
+func (r *Report) findings(head *source.Input) {
 	if len(r.Versions) > 1 {
 		names := make([]string, len(r.Versions))
 		for i, v := range r.Versions {
@@ -148,7 +149,7 @@ func (r *Report) Fails(threshold string) bool {
 // versionsOf reads the upgrade-window versions from the policy, or from the rendered agent
 // configuration and the node agent's image (a rendered tree does not record the Kubernetes
 // version).
-func versionsOf(in *audit.Input, fromPolicy bool) map[string]string {
+func versionsOf(in *source.Input, fromPolicy bool) map[string]string {
 	if p := in.Policy; p != nil && fromPolicy {
 		return map[string]string{
 			VersionKubernetes: p.Spec.KubernetesVersion, VersionDriver: p.Spec.Driver.Version,

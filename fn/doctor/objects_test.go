@@ -135,15 +135,7 @@ func TestDiffSubset(t *testing.T) {
 	}
 }
 
-func TestDecodeObjects(t *testing.T) {
-	list := `{"apiVersion":"config.kubernetes.io/v1","kind":"ResourceList","items":[{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"gpu-system"}}]}`
-	objs, err := decodeObjects("list.json", []byte(list))
-	if err != nil || len(objs) != 1 || objs[0].GetName() != "gpu-system" {
-		t.Fatalf("ResourceList must be unpacked: %v %v", objs, err)
-	}
-	if _, err := decodeObjects("bad.yaml", []byte("a: b\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml: document 1 has no apiVersion/kind") {
-		t.Errorf("want a named error for a non-object, got %v", err)
-	}
+func TestExpectedFromNamesTheFlag(t *testing.T) {
 	if _, err := expectedFrom("testdata/missing-dir").Objects(context.Background()); err == nil || !strings.Contains(err.Error(), "-f testdata/missing-dir") {
 		t.Errorf("want -f named in the error, got %v", err)
 	}

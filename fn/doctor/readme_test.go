@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/gpupolicy/gpupolicy/fn/source"
 )
 
 // loadScenario decodes a multi-document YAML of typed objects for a fake clientset.
@@ -15,7 +17,7 @@ func loadScenario(t *testing.T, path string) []runtime.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs, err := decodeObjects(path, data)
+	docs, err := source.Decode(path, data)
 	if err != nil {
 		t.Fatal(err)
 	}
