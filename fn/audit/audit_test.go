@@ -128,3 +128,33 @@ func TestUsageAndBadInput(t *testing.T) {
 		t.Errorf("--help: exit %d", code)
 	}
 }
+
+// A field the k8s.io/api type does not have is an error, matched case-sensitively as the API
+// server does, so a misspelled privilege setting cannot slip past the report.
+func TestUnknownFieldIsAnError(t *testing.T) {
+	ds := func(podSpec string) string {
+		return "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: x, namespace: gpu}\nspec:\n  revisionHistoryLimit: 3\n  selector: {matchLabels: {app: x}}\n  template:\n    metadata: {labels: {app: x}}\n    spec: {" + podSpec + "}\n"
+	}
+	for name, tc := range map[string]struct {
+		podSpec, want string
+	}{
+		"known":      {"hostPID: true, containers: [{name: c, image: i, ports: [{containerPort: 80}]}]", ""},
+		"unknown":    {"hostPIDs: true, containers: [{name: c, image: i}]", `unknown field "spec.template.spec.hostPIDs"`},
+		"wrong case": {"hostPid: true, containers: [{name: c, image: i}]", `unknown field "spec.template.spec.hostPid"`},
+		"wrong type": {"hostPID: yes-please, containers: [{name: c, image: i}]", "DaemonSet gpu/x"},
+	} {
+		objs, err := source.Decode(name, []byte(ds(tc.podSpec)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Build(objs)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case tc.want == "" && (len(r.Workloads) != 1 || !r.Workloads[0].HostPID):
+			t.Errorf("%s: report %+v", name, r)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: err = %v, want %q", name, err, tc.want)
+		}
+	}
+}
