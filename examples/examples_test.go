@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
-	"github.com/gpupolicy/gpupolicy/internal/goldentree"
-	"github.com/gpupolicy/gpupolicy/internal/manifestcheck"
+	"github.com/gpupolicy/gpupolicy/fn/testing/goldentree"
+	"github.com/gpupolicy/gpupolicy/fn/testing/manifestcheck"
 )
 
 var update = flag.Bool("update", false, "rewrite examples/rendered and examples/flux/gpu")

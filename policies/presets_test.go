@@ -12,9 +12,9 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/fn/pipeline"
 	"github.com/gpupolicy/gpupolicy/fn/render"
+	"github.com/gpupolicy/gpupolicy/fn/testing/goldentree"
+	"github.com/gpupolicy/gpupolicy/fn/testing/manifestcheck"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
-	"github.com/gpupolicy/gpupolicy/internal/goldentree"
-	"github.com/gpupolicy/gpupolicy/internal/manifestcheck"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/<preset>/ from the renderer")

@@ -11,6 +11,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
 	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/fn/source"
+	"github.com/gpupolicy/gpupolicy/fn/testing/goldentree"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
@@ -18,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	fntest.Golden(t, filepath.Join("testdata", name), got, *update)
+	goldentree.File(t, filepath.Join("testdata", name), got, *update)
 }
 
 func runAudit(t *testing.T, args ...string) (string, string, int) {

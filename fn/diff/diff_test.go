@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
+	"github.com/gpupolicy/gpupolicy/fn/testing/goldentree"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	fntest.Golden(t, filepath.Join("testdata", name), got, *update)
+	goldentree.File(t, filepath.Join("testdata", name), got, *update)
 }
 
 func runDiff(t *testing.T, args ...string) (string, string, int) {

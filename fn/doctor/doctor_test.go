@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/gpupolicy/gpupolicy/fn/testing/goldentree"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -20,20 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // checkGolden compares got with testdata/name, or rewrites it with -update.
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./fn/doctor -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the output (run with -update if the change is intended)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	goldentree.File(t, filepath.Join("testdata", name), got, *update)
 }
 
 // diagnoseCase runs a diagnosis over a fake clientset and checks both renderings against goldens.

@@ -14,6 +14,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/fn/pipeline"
 	"github.com/gpupolicy/gpupolicy/fn/render"
+	"github.com/gpupolicy/gpupolicy/fn/testing/goldentree"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
@@ -90,48 +91,14 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			compare(t, filepath.Join("testdata", name, "expected.yaml"), got)
+			goldentree.File(t, filepath.Join("testdata", name, "expected.yaml"), got, *update)
 			files, err := render.Files(p, objs, fileOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
-			compare(t, filepath.Join("testdata", name, "layout.txt"), layout(t, files))
+			goldentree.File(t, filepath.Join("testdata", name, "layout.txt"), layout(t, files), *update)
 		})
 	}
-}
-
-func compare(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./fn/render -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the rendered output (run go test ./fn/render -update and review the diff):\n%s", path, firstDiff(want, got))
-	}
-}
-
-func firstDiff(want, got []byte) string {
-	wl, gl := strings.Split(string(want), "\n"), strings.Split(string(got), "\n")
-	for i := 0; i < max(len(wl), len(gl)); i++ {
-		var w, g string
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if w != g {
-			return fmt.Sprintf("line %d:\n  want: %q\n  got:  %q", i+1, w, g)
-		}
-	}
-	return "(same lines, different bytes)"
 }
 
 // TestDeterministic renders every case twice, from fresh decodes, and requires identical
@@ -155,7 +122,7 @@ func TestDeterministic(t *testing.T) {
 				continue
 			}
 			if !bytes.Equal(first, y) {
-				t.Fatalf("%s: render %d differs from the first: %s", name, i, firstDiff(first, y))
+				t.Fatalf("%s: render %d differs from the first: %s", name, i, goldentree.FirstDiff(first, y))
 			}
 			if len(files) != len(firstFiles) {
 				t.Fatalf("%s: %d files, then %d", name, len(firstFiles), len(files))

@@ -1,9 +1,8 @@
-// Package fntest holds the test helpers the audit and diff tests share: golden files with an
-// -update flag, and writing the tree `gpupolicy-fn render -o` would write for a policy.
+// Package fntest holds a test helper the audit and diff tests share: writing the tree
+// `gpupolicy-fn render -o` would write for a policy. Golden files are goldentree.File.
 package fntest
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,24 +11,6 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
-
-// Golden compares got with the file at path, or rewrites the file when update is set.
-func Golden(t testing.TB, path string, got []byte, update bool) {
-	t.Helper()
-	if update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run the test with -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the output (run the test with -update and review the diff):\n%s", path, got)
-	}
-}
 
 // WriteTree renders policy and writes the files `gpupolicy-fn render -o` would into a
 // temporary directory, which it returns.

@@ -2,7 +2,8 @@
 // object decodes strictly (unknown or misspelled fields, duplicate keys and wrong types are
 // errors) into its k8s.io/api type through client-go's scheme, the same codec kubectl and the
 // API server use; and the containerd drop-in is TOML of the config version its containerd reads.
-// Tests of policies/ and examples/ use it on every committed tree.
+// It is test support: the tests of policies/ and examples/ use it on every committed tree
+// (hence outside an internal/ directory); no program imports it.
 package manifestcheck
 
 import (

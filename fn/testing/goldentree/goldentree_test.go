@@ -1,6 +1,8 @@
 package goldentree
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -24,5 +26,26 @@ func TestWriteThenDiff(t *testing.T) {
 		if !strings.Contains(joined, want) {
 			t.Errorf("diff %q lacks %q", joined, want)
 		}
+	}
+}
+
+// recorder keeps File's complaints instead of failing the test that checks them.
+type recorder struct {
+	testing.TB
+	errors []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+
+func TestFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.golden")
+	File(t, path, []byte("a\nb\n"), true)
+	File(t, path, []byte("a\nb\n"), false)
+	r := &recorder{TB: t}
+	File(r, path, []byte("a\nc\n"), false)
+	if len(r.errors) != 1 || !strings.Contains(r.errors[0], `line 2: committed "b", now "c"`) || !strings.Contains(r.errors[0], "-update") {
+		t.Errorf("a changed file must name its first changed line and -update: %q", r.errors)
 	}
 }

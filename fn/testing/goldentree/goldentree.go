@@ -1,6 +1,8 @@
-// Package goldentree compares a rendered tree (relative path → bytes) with a committed
-// directory and rewrites the directory on -update. The committed trees under policies/ and
-// examples/ are what users copy into their repositories, so a stale one is a bug.
+// Package goldentree is test support: it compares a rendered tree (relative path → bytes) with
+// a committed directory and rewrites the directory on -update, and does the same for one golden
+// file (File). The committed trees under policies/ and examples/ are what users copy into their
+// repositories, so a stale one is a bug. It lives outside an internal/ directory so the tests
+// of policies/ and examples/ can import it; no program does.
 package goldentree
 
 import (
