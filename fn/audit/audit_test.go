@@ -1,8 +1,6 @@
 package audit
 
 import (
-	"bytes"
-	"context"
 	"flag"
 	"path/filepath"
 	"strings"
@@ -22,16 +20,9 @@ func golden(t *testing.T, name string, got []byte) {
 	goldentree.File(t, filepath.Join("testdata", name), got, *update)
 }
 
-func runAudit(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code := Run(context.Background(), args, &out, &errb)
-	return out.String(), errb.String(), code
-}
-
 func TestFixtureGolden(t *testing.T) {
 	for _, format := range []string{"md", "json"} {
-		out, stderr, code := runAudit(t, "-f", "testdata/fixture.yaml", "-o", format)
+		code, out, stderr := fntest.Run(Run, "-f", "testdata/fixture.yaml", "-o", format)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -81,18 +72,18 @@ func TestFixtureFacts(t *testing.T) {
 // Argo CD layout and the Flux layout): the reports must be identical, and only the driver
 // container and toolkit install may be privileged.
 func TestPolicyAndRenderedTreeAgree(t *testing.T) {
-	out, stderr, code := runAudit(t, "-f", "testdata/policy.yaml")
+	code, out, stderr := fntest.Run(Run, "-f", "testdata/policy.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	golden(t, "policy.md", []byte(out))
 	for _, policy := range []string{"testdata/policy.yaml", "../../policies/containerd-2-cdi.yaml", "../../policies/driver-container.yaml"} {
 		t.Run(filepath.Base(policy), func(t *testing.T) {
-			fromPolicy, stderr, code := runAudit(t, "-f", policy)
+			code, fromPolicy, stderr := fntest.Run(Run, "-f", policy)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			fromTree, stderr, code := runAudit(t, "-f", fntest.WriteTree(t, policy))
+			code, fromTree, stderr := fntest.Run(Run, "-f", fntest.WriteTree(t, policy))
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
@@ -113,19 +104,19 @@ func TestPolicyAndRenderedTreeAgree(t *testing.T) {
 }
 
 func TestUsageAndBadInput(t *testing.T) {
-	if _, _, code := runAudit(t); code != 2 {
+	if code, _, _ := fntest.Run(Run); code != 2 {
 		t.Errorf("no -f: exit %d, want 2", code)
 	}
-	if _, _, code := runAudit(t, "-f", "x", "-o", "html"); code != 2 {
+	if code, _, _ := fntest.Run(Run, "-f", "x", "-o", "html"); code != 2 {
 		t.Errorf("bad -o: exit %d, want 2", code)
 	}
-	if _, stderr, code := runAudit(t, "-f", "../testdata/invalid/pool-overlapping-selectors/policy.yaml"); code != 1 || !strings.Contains(stderr, "spec.nodePools[1].nodeSelector") {
+	if code, _, stderr := fntest.Run(Run, "-f", "../testdata/invalid/pool-overlapping-selectors/policy.yaml"); code != 1 || !strings.Contains(stderr, "spec.nodePools[1].nodeSelector") {
 		t.Errorf("invalid policy: exit %d, stderr %s", code, stderr)
 	}
-	if _, stderr, code := runAudit(t, "-f", "testdata/does-not-exist"); code != 1 || stderr == "" {
+	if code, _, stderr := fntest.Run(Run, "-f", "testdata/does-not-exist"); code != 1 || stderr == "" {
 		t.Errorf("missing file: exit %d", code)
 	}
-	if _, _, code := runAudit(t, "--help"); code != 0 {
+	if code, _, _ := fntest.Run(Run, "--help"); code != 0 {
 		t.Errorf("--help: exit %d", code)
 	}
 }

@@ -2,25 +2,19 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
 )
 
 const policyFile = "../render/testdata/default/policy.yaml"
 
-func runRender(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code := Render(context.Background(), args, &out, &errb)
-	return code, out.String(), errb.String()
-}
-
 func TestRenderWritesTree(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "rendered")
-	code, out, errs := runRender(t, "-f", policyFile, "-o", dir)
+	code, out, errs := fntest.Run(Render, "-f", policyFile, "-o", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -39,7 +33,7 @@ func TestRenderWritesTree(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errs := runRender(t, "-f", policyFile, "-o", dir); code != 0 {
+	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 {
 		t.Fatalf("second render: exit %d: %s", code, errs)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
@@ -57,7 +51,7 @@ func TestRenderRefusesForeignDir(t *testing.T) {
 	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errs := runRender(t, "-f", policyFile, "-o", dir)
+	code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir)
 	if code != 1 || !strings.Contains(errs, "not written by gpupolicy-fn render") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -69,7 +63,7 @@ func TestRenderRefusesForeignDir(t *testing.T) {
 // TestRenderErrorWritesNothing: an invalid policy leaves an existing tree exactly as it was.
 func TestRenderErrorWritesNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	if code, _, errs := runRender(t, "-f", policyFile, "-o", dir); code != 0 {
+	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 {
 		t.Fatal(errs)
 	}
 	before, _ := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
@@ -78,7 +72,7 @@ func TestRenderErrorWritesNothing(t *testing.T) {
 	if err := os.WriteFile(bad, bytes.Replace(src, []byte(`"12.8"`), []byte(`12.10`), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errs := runRender(t, "-f", bad, "-o", dir)
+	code, _, errs := fntest.Run(Render, "-f", bad, "-o", dir)
 	if code != 1 || !strings.Contains(errs, "spec.cuda.version") || !strings.Contains(errs, "nothing was written") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -95,7 +89,7 @@ func TestRenderFluxLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "gpu")
-	code, _, errs := runRender(t, "-f", policy, "-o", dir, "--flux-path", "clusters/prod/gpu")
+	code, _, errs := fntest.Run(Render, "-f", policy, "-o", dir, "--flux-path", "clusters/prod/gpu")
 	if code != 0 {
 		t.Fatal(errs)
 	}
@@ -117,11 +111,11 @@ func TestRenderFluxLayout(t *testing.T) {
 }
 
 func TestRenderUsage(t *testing.T) {
-	code, _, errs := runRender(t, "--help")
+	code, _, errs := fntest.Run(Render, "--help")
 	if code != 0 || !strings.Contains(errs, "-flux-path") || !strings.Contains(errs, "04-observability") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if code, _, _ := runRender(t, "-f", policyFile); code != 2 {
+	if code, _, _ := fntest.Run(Render, "-f", policyFile); code != 2 {
 		t.Fatalf("missing -o: exit %d", code)
 	}
 }

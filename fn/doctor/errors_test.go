@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
 )
 
 // forbid makes the fake API server refuse verb on resource as RBAC would.
@@ -84,17 +85,11 @@ current-context: test
 	return path
 }
 
-func runDoctor(args ...string) (int, string, string) {
-	var stdout, stderr bytes.Buffer
-	code := Run(context.Background(), args, &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
-}
-
 func TestRunUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close() // nothing listens there any more
-	code, _, stderr := runDoctor("--kubeconfig", writeKubeconfig(t, url))
+	code, _, stderr := fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, url))
 	if code != ExitFailed || !strings.Contains(stderr, "cannot reach "+url) || !strings.Contains(stderr, "--kubeconfig/--context") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
@@ -109,7 +104,7 @@ func TestRunForbidden(t *testing.T) {
 		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"forbidden: %s %s"}`, r.Method, r.URL.Path)
 	}))
 	defer srv.Close()
-	code, _, stderr := runDoctor("--kubeconfig", writeKubeconfig(t, srv.URL), "-o", "json")
+	code, _, stderr := fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, srv.URL), "-o", "json")
 	if code != ExitFailed || !strings.Contains(stderr, "RBAC forbids list nodes") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
@@ -128,7 +123,7 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"--kubeconfig", "testdata/no-such-kubeconfig"}, ExitFailed, "loading the kubeconfig"},
 		{[]string{"--kubeconfig", writeKubeconfig(t, "https://127.0.0.1:1"), "--context", "prod"}, ExitFailed, `context "prod" does not exist`},
 	} {
-		code, _, stderr := runDoctor(tc.args...)
+		code, _, stderr := fntest.Run(Run, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, tc.code, tc.msg)
 		}

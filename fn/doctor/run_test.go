@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
 )
 
 // apiServer answers the reads doctor makes with fixed objects, over HTTP, so Run is tested
@@ -44,13 +46,13 @@ func apiServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod) *httptest.S
 
 func TestRunExitCodes(t *testing.T) {
 	healthy := apiServer(t, []corev1.Node{*gpuNode("gpu-a")}, nil)
-	code, stdout, stderr := runDoctor("--kubeconfig", writeKubeconfig(t, healthy.URL))
+	code, stdout, stderr := fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, healthy.URL))
 	if code != ExitOK || !strings.Contains(stdout, "No problems found.") {
 		t.Errorf("healthy cluster: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 
 	broken := apiServer(t, []corev1.Node{*gpuNode("gpu-a", driverDrifted)}, []corev1.Pod{*gpuPod("ml", "train", 1)})
-	code, stdout, stderr = runDoctor("--kubeconfig", writeKubeconfig(t, broken.URL), "-o", "json", "--pod", "ml/train")
+	code, stdout, stderr = fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, broken.URL), "-o", "json", "--pod", "ml/train")
 	var r Report
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, stdout)
@@ -59,7 +61,7 @@ func TestRunExitCodes(t *testing.T) {
 		t.Errorf("drifted cluster: exit %d, report %+v, stderr %q", code, r.Pods, stderr)
 	}
 
-	code, _, stderr = runDoctor("--kubeconfig", writeKubeconfig(t, broken.URL), "--node", "gpu-z")
+	code, _, stderr = fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, broken.URL), "--node", "gpu-z")
 	if code != ExitFailed || !strings.Contains(stderr, "--node gpu-z: no such node") {
 		t.Errorf("unknown node: exit %d, stderr %q", code, stderr)
 	}

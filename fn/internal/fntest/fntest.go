@@ -1,8 +1,12 @@
-// Package fntest holds a test helper the audit and diff tests share: writing the tree
-// `gpupolicy-fn render -o` would write for a policy. Golden files are goldentree.File.
+// Package fntest holds the test helpers the fn subcommands' tests share: running a subcommand
+// in process, and writing the tree `gpupolicy-fn render -o` would write for a policy. Golden
+// files are goldentree.File.
 package fntest
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,4 +44,14 @@ func WriteTree(t testing.TB, policy string) string {
 		}
 	}
 	return dir
+}
+
+// Command is a `gpupolicy-fn` subcommand's entry point, as fn/main.go wires it.
+type Command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+// Run runs a subcommand in process and returns its exit code and what it wrote.
+func Run(cmd Command, args ...string) (code int, stdout, stderr string) {
+	var out, errs bytes.Buffer
+	code = cmd(context.Background(), args, &out, &errs)
+	return code, out.String(), errs.String()
 }
