@@ -78,33 +78,10 @@ func fluxRender(t *testing.T) map[string][]byte {
 // check-rendered` runs it in CI. Regenerate with `go test ./examples -run TestRenderedUpToDate -update`.
 func TestRenderedUpToDate(t *testing.T) {
 	t.Run("kustomize", func(t *testing.T) {
-		got := kustomizeBuild(t)
-		if *update {
-			if err := os.WriteFile(renderedFile, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		want, err := os.ReadFile(renderedFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("examples/%s is stale: kustomize build of examples/kustomize differs (%s); run make update-rendered",
-				renderedFile, goldentree.FirstDiff(want, got))
-		}
+		goldentree.File(t, renderedFile, kustomizeBuild(t), *update)
 	})
 	t.Run("flux", func(t *testing.T) {
-		files := fluxRender(t)
-		if *update {
-			if err := goldentree.Write(fluxTree, files); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		for _, d := range goldentree.Diff(fluxTree, files) {
-			t.Errorf("%s (run make update-rendered)", d)
-		}
+		goldentree.Tree(t, fluxTree, fluxRender(t), *update)
 	})
 }
 

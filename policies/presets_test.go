@@ -100,16 +100,7 @@ func TestRenderedUpToDate(t *testing.T) {
 	for _, p := range presets(t) {
 		t.Run(p.name, func(t *testing.T) {
 			_, files := renderPreset(t, p)
-			dir := filepath.Join("testdata", p.name)
-			if *update {
-				if err := goldentree.Write(dir, files); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			for _, d := range goldentree.Diff(dir, files) {
-				t.Errorf("%s (regenerate: go test ./policies -update)", d)
-			}
+			goldentree.Tree(t, filepath.Join("testdata", p.name), files, *update)
 		})
 	}
 }

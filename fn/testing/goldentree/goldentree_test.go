@@ -45,7 +45,19 @@ func TestFile(t *testing.T) {
 	File(t, path, []byte("a\nb\n"), false)
 	r := &recorder{TB: t}
 	File(r, path, []byte("a\nc\n"), false)
-	if len(r.errors) != 1 || !strings.Contains(r.errors[0], `line 2: committed "b", now "c"`) || !strings.Contains(r.errors[0], "-update") {
-		t.Errorf("a changed file must name its first changed line and -update: %q", r.errors)
+	if len(r.errors) != 1 || !strings.Contains(r.errors[0], `line 2: committed "b", now "c"`) || !strings.Contains(r.errors[0], "make update-rendered") {
+		t.Errorf("a changed file must name its first changed line and how to regenerate: %q", r.errors)
+	}
+}
+
+func TestTree(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tree")
+	want := map[string][]byte{"a.yaml": []byte("x: 1\n")}
+	Tree(t, dir, want, true)
+	Tree(t, dir, want, false)
+	r := &recorder{TB: t}
+	Tree(r, dir, map[string][]byte{"b.yaml": []byte("y: 1\n")}, false)
+	if len(r.errors) != 2 || !strings.Contains(strings.Join(r.errors, "\n"), "a.yaml: not produced any more") {
+		t.Errorf("want one error per missing and extra file: %q", r.errors)
 	}
 }

@@ -1,12 +1,12 @@
 package matrix
 
 import (
-	"bytes"
 	"flag"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/fn/testing/goldentree"
 )
 
 func TestEmbeddedMatrixIsSourcedAndHoldsTheFacts(t *testing.T) {
@@ -85,14 +85,5 @@ func TestVersionCompare(t *testing.T) {
 var update = flag.Bool("update", false, "rewrite MATRIX.md from matrix.yaml")
 
 func TestMatrixMarkdownIsCurrent(t *testing.T) {
-	got := Default().Markdown()
-	if *update {
-		if err := os.WriteFile("MATRIX.md", got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile("MATRIX.md")
-	if err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("MATRIX.md is not current with matrix.yaml: run go test ./fn/validate/matrix -update (%v)", err)
-	}
+	goldentree.File(t, "MATRIX.md", Default().Markdown(), *update)
 }
