@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -190,19 +191,9 @@ func changedValues(a, b map[string]string, order []string, oneSided bool) []Valu
 }
 
 func unionKeys(a, b map[string]string) []string {
-	set := map[string]bool{}
-	for k := range a {
-		set[k] = true
-	}
-	for k := range b {
-		set[k] = true
-	}
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	out := slices.AppendSeq(slices.Collect(maps.Keys(a)), maps.Keys(b))
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func objectKey(u *unstructured.Unstructured) string {
@@ -221,14 +212,14 @@ func compareObjects(base, head []*unstructured.Unstructured) ObjectChanges {
 		hm[objectKey(u)] = u
 	}
 	var oc ObjectChanges
-	for _, k := range sortedKeys(hm) {
+	for _, k := range slices.Sorted(maps.Keys(hm)) {
 		if b, ok := bm[k]; !ok {
 			oc.Added = append(oc.Added, k)
 		} else if !sameObject(b, hm[k]) {
 			oc.Changed = append(oc.Changed, k)
 		}
 	}
-	for _, k := range sortedKeys(bm) {
+	for _, k := range slices.Sorted(maps.Keys(bm)) {
 		if _, ok := hm[k]; !ok {
 			oc.Removed = append(oc.Removed, k)
 		}
@@ -242,15 +233,6 @@ func sameObject(a, b *unstructured.Unstructured) bool {
 	ja, errA := json.Marshal(a.Object)
 	jb, errB := json.Marshal(b.Object)
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func orNone(s string) string {

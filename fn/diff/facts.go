@@ -2,6 +2,8 @@ package diff
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -144,7 +146,7 @@ func compareSets(base, head map[string][]string) []SetChange {
 		subjects[k] = true
 	}
 	var out []SetChange
-	for _, s := range sortedKeys(subjects) {
+	for _, s := range slices.Sorted(maps.Keys(subjects)) {
 		added, removed := setDiff(head[s], base[s]), setDiff(base[s], head[s])
 		if len(added) > 0 || len(removed) > 0 {
 			out = append(out, SetChange{Subject: s, Added: added, Removed: removed})

@@ -2,8 +2,9 @@ package doctor
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -147,19 +148,11 @@ func expectationsFromObjects(source string, objs []*unstructured.Unstructured) (
 
 // selectorString renders a label selector map in kubectl's syntax, keys sorted.
 func selectorString(sel map[string]string) string {
-	keys := make([]string, 0, len(sel))
-	for k := range sel {
-		keys = append(keys, k)
+	pairs := make([]string, 0, len(sel))
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		pairs = append(pairs, k+"="+sel[k])
 	}
-	sort.Strings(keys)
-	s := ""
-	for i, k := range keys {
-		if i > 0 {
-			s += ","
-		}
-		s += k + "=" + sel[k]
-	}
-	return s
+	return strings.Join(pairs, ",")
 }
 
 // entrySelector is the agent DaemonSet's placement: its nodeSelector, or the single-valued In

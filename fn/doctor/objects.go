@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -170,12 +172,7 @@ func walkSubset(path string, want, live any, out *[]string) {
 			*out = append(*out, fmt.Sprintf("%s: want an object, have %s", pathOrRoot(path), show(live)))
 			return
 		}
-		keys := make([]string, 0, len(w))
-		for k := range w {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(w)) {
 			sub := path + pathKey(k)
 			lv, present := l[k]
 			if _, isMap := w[k].(map[string]any); !present && isMap {

@@ -1,9 +1,10 @@
 package validate
 
 import (
+	"maps"
 	"path"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,7 +65,7 @@ func brief(problems []string) string {
 
 // labelMap checks label keys and values (node selectors, metadata labels) in sorted key order.
 func (c *checker) labelMap(p *field.Path, m map[string]string) {
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		kp := p.Key(k)
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			c.errorf(kp, k, "label key %q is invalid: %s; use an optional DNS prefix and a name of letters, digits, '-', '_' and '.', e.g. \"nvidia.com/gpu.present\"", k, brief(errs))
@@ -73,15 +74,6 @@ func (c *checker) labelMap(p *field.Path, m map[string]string) {
 			c.errorf(kp, m[k], "label value %q is invalid: %s; use at most 63 letters, digits, '-', '_' or '.', e.g. \"true\"", m[k], brief(errs))
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // hostPath checks a path on the node: absolute and clean, because the node agent joins it

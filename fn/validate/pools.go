@@ -2,6 +2,7 @@ package validate
 
 import (
 	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -110,7 +111,7 @@ func (c *checker) nodePools(s *v1alpha1.Spec, p *field.Path) {
 			c.errorf(sp, nil, "is required: a pool without a nodeSelector would take every GPU node; set e.g. {pool: %s}", orWord(np.Name, "inference"))
 		} else {
 			c.selector(sp, np.NodeSelector)
-			for _, k := range sortedKeys(np.NodeSelector) {
+			for _, k := range slices.Sorted(maps.Keys(np.NodeSelector)) {
 				if v, ok := s.NodeSelector[k]; ok && v != np.NodeSelector[k] {
 					c.errorf(sp.Key(k), np.NodeSelector[k], "%s=%s contradicts spec.nodeSelector %s=%s, so the pool matches no GPU node: drop the key or use a different label", k, np.NodeSelector[k], k, v)
 				}
@@ -137,7 +138,7 @@ type labelPair struct{ key, value string }
 
 func sortedPairs(m map[string]string) []labelPair {
 	out := make([]labelPair, 0, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, labelPair{k, m[k]})
 	}
 	return out

@@ -2,7 +2,9 @@ package validate
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,7 +81,7 @@ func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
 // the agent sets itself (a DaemonSet gated on them could never start the stage that sets them).
 func (c *checker) selector(p *field.Path, sel map[string]string) {
 	c.labelMap(p, sel)
-	for _, k := range sortedKeys(sel) {
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
 		if gateLabelRE.MatchString(k) {
 			c.errorf(p.Key(k), k, "%q is a stage gate the node agent sets itself; selecting on it would keep the stage from ever starting: select on a label a person or NFD sets, e.g. %q", k, config.LabelGPUPresent)
 		}

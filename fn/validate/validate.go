@@ -2,6 +2,8 @@ package validate
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -130,7 +132,7 @@ func (c *checker) metadata(p *v1alpha1.GPUPolicy) {
 		c.dnsLabel(path.Child("namespace"), p.Metadata.Namespace)
 	}
 	c.labelMap(path.Child("labels"), p.Metadata.Labels)
-	for _, k := range sortedKeys(p.Metadata.Annotations) {
+	for _, k := range slices.Sorted(maps.Keys(p.Metadata.Annotations)) {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			c.errorf(path.Child("annotations").Key(k), k, "annotation key %q is invalid: %s; use an optional DNS prefix and a name, e.g. \"example.com/owner\"", k, brief(errs))
 		}

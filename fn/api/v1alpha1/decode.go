@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -216,11 +217,7 @@ func jsonFields(t reflect.Type) map[string]int {
 }
 
 func unknownField(p *field.Path, key string, line int, fields map[string]int) *field.Error {
-	known := make([]string, 0, len(fields))
-	for k := range fields {
-		known = append(known, k)
-	}
-	sort.Strings(known)
+	known := slices.Sorted(maps.Keys(fields))
 	hint := ""
 	for _, k := range known {
 		if strings.EqualFold(k, key) || editDistance(strings.ToLower(k), strings.ToLower(key)) <= 2 {

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -281,12 +282,7 @@ func labelsFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 }
 
 func printLabels(e *env, l map[string]string) error {
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(l)) {
 		if _, err := fmt.Fprintf(e.stdout, "%s=%s\n", k, l[k]); err != nil {
 			return err
 		}
