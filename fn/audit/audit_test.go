@@ -20,6 +20,20 @@ func golden(t *testing.T, name string, got []byte) {
 	goldentree.File(t, filepath.Join("testdata", name), got, *update)
 }
 
+// buildReport audits a policy file or rendered tree.
+func buildReport(t *testing.T, path string) *Report {
+	t.Helper()
+	in, err := source.Load(path, validate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Build(in.Objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func TestFixtureGolden(t *testing.T) {
 	for _, format := range []string{"md", "json"} {
 		code, out, stderr := fntest.Run(Run, "-f", "testdata/fixture.yaml", "-o", format)
@@ -31,14 +45,7 @@ func TestFixtureGolden(t *testing.T) {
 }
 
 func TestFixtureFacts(t *testing.T) {
-	in, err := source.Load("testdata/fixture.yaml", validate.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Build(in.Objects)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := buildReport(t, "testdata/fixture.yaml")
 	byName := map[string]Workload{}
 	for _, w := range r.Workloads {
 		byName[w.Name] = w
@@ -90,8 +97,7 @@ func TestPolicyAndRenderedTreeAgree(t *testing.T) {
 			if fromTree != fromPolicy {
 				t.Errorf("audit of the rendered tree differs from the audit of the policy")
 			}
-			in, _ := source.Load(policy, validate.Options{})
-			r, _ := Build(in.Objects)
+			r := buildReport(t, policy)
 			for _, w := range r.Workloads {
 				for _, c := range w.Containers {
 					if c.Privileged && w.Name != render.NameDriver && w.Name != render.NameToolkit {

@@ -37,7 +37,8 @@ func (r *Report) Markdown() []byte {
 	w("|---|---|---|---|---|---|---|---|\n")
 	for _, wl := range r.Workloads {
 		for _, c := range wl.Containers {
-			w("| %s %s | %s | %s | %s | %s | %s | %s | %s |\n", wl.Kind, wl.Name, containerName(c), yesNo(c.Privileged), userSummary(c),
+			_, user := runsAs(c)
+			w("| %s %s | %s | %s | %s | %s | %s | %s | %s |\n", wl.Kind, wl.Name, containerName(c), yesNo(c.Privileged), user,
 				orDash(hostNamespaces(wl)), orDash(capSummary(c)), orDash(hostPathSummary(c)), orDash(wl.RuntimeClass))
 		}
 	}
@@ -83,7 +84,8 @@ func writeWorkload(b *bytes.Buffer, wl Workload) {
 		w("\n### Container %s\n\n", containerName(c))
 		w("- Image: `%s`\n", c.Image)
 		w("- Privileged: %s; privilege escalation: %s; read-only root filesystem: %s\n", yesNo(c.Privileged), yesNo(c.AllowPrivilegeEscalation), yesNo(c.ReadOnlyRootFilesystem))
-		w("- Runs as: %s\n", runsAs(c))
+		long, _ := runsAs(c)
+		w("- Runs as: %s\n", long)
 		w("- Capabilities: %s\n", orWord(capSummary(c), "runtime defaults"))
 		if len(c.HostPaths) > 0 {
 			w("- Host paths:\n\n  | Host path | Mounted at | Access |\n  |---|---|---|\n")
@@ -195,31 +197,20 @@ func hostPathSummary(c Container) string {
 	return fmt.Sprintf("%d (%d read-write)", len(c.HostPaths), rw)
 }
 
-func runsAs(c Container) string {
+// runsAs says which user a container runs as, in the per-container section's words (long)
+// and the summary table's (short: root stands out in bold, and a container that states no uid
+// is flagged, as it runs as whatever user its image says).
+func runsAs(c Container) (long, short string) {
 	switch {
 	case c.RunAsUser != nil && *c.RunAsUser == 0:
-		return "root (uid 0)"
+		return "root (uid 0)", "**root**"
 	case c.RunAsUser != nil:
-		return fmt.Sprintf("uid %d", *c.RunAsUser)
+		uid := fmt.Sprintf("uid %d", *c.RunAsUser)
+		return uid, uid
 	case c.RunAsNonRoot:
-		return "a non-root user (runAsNonRoot)"
+		return "a non-root user (runAsNonRoot)", "non-root"
 	default:
-		return "the image's user (may be root)"
-	}
-}
-
-// userSummary is the summary table's short form of runsAs: root stands out in bold, and a
-// container that states no uid is flagged, as it runs as whatever user its image says.
-func userSummary(c Container) string {
-	switch {
-	case c.RunAsUser != nil && *c.RunAsUser == 0:
-		return "**root**"
-	case c.RunAsUser != nil:
-		return fmt.Sprintf("uid %d", *c.RunAsUser)
-	case c.RunAsNonRoot:
-		return "non-root"
-	default:
-		return "image default"
+		return "the image's user (may be root)", "image default"
 	}
 }
 

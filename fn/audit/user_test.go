@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/gpupolicy/gpupolicy/fn/render"
-	"github.com/gpupolicy/gpupolicy/fn/source"
-	"github.com/gpupolicy/gpupolicy/fn/validate"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -14,14 +12,7 @@ import (
 // device plugin, the exporter and the privileged toolkit containers, and the summary table
 // and count show it.
 func TestRootIsVisible(t *testing.T) {
-	in, err := source.Load("testdata/policy.yaml", validate.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Build(in.Objects)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := buildReport(t, "testdata/policy.yaml")
 	root := map[string]bool{}
 	for _, w := range r.Workloads {
 		for _, c := range w.Containers {
@@ -51,14 +42,7 @@ func TestRootIsVisible(t *testing.T) {
 
 // The toolkit installer's --cdi-spec file is named among its host writes.
 func TestCDISpecWriteIsNamed(t *testing.T) {
-	in, err := source.Load("testdata/policy.yaml", validate.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Build(in.Objects)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := buildReport(t, "testdata/policy.yaml")
 	for _, w := range r.Workloads {
 		for _, c := range w.Containers {
 			if c.Name != "install" {
