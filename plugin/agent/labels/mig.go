@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/nvml"
 )
 
 // MIG strategies (devicePlugin.migStrategy), as gpu-feature-discovery and the device plugin
@@ -21,16 +23,6 @@ const (
 type migProfile struct {
 	name string
 	attr gonvml.DeviceAttributes
-}
-
-// profileName is NVIDIA's MIG profile name: "1g.5gb", or "1c.2g.10gb" when the compute
-// instance spans fewer slices than its GPU instance.
-func profileName(a gonvml.DeviceAttributes) string {
-	gb := (a.MemorySizeMB + 1023) / 1024
-	if a.ComputeInstanceSliceCount < a.GpuInstanceSliceCount {
-		return fmt.Sprintf("%dc.%dg.%dgb", a.ComputeInstanceSliceCount, a.GpuInstanceSliceCount, gb)
-	}
-	return fmt.Sprintf("%dg.%dgb", a.GpuInstanceSliceCount, gb)
 }
 
 // migInventory lists, per GPU, whether MIG is enabled and its MIG devices.
@@ -68,7 +60,7 @@ func migInventory(lib gonvml.Interface, count int) (enabled []bool, devices [][]
 			if ret != gonvml.SUCCESS {
 				return nil, nil, nvmlError("DeviceGetAttributes", ret)
 			}
-			devices[i] = append(devices[i], migProfile{name: profileName(attr), attr: attr})
+			devices[i] = append(devices[i], migProfile{name: nvml.MIGProfileName(attr), attr: attr})
 		}
 	}
 	return enabled, devices, nil

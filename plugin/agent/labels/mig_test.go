@@ -55,18 +55,6 @@ func TestMIGMixed(t *testing.T) {
 	}
 }
 
-func TestProfileName(t *testing.T) {
-	for want, a := range map[string]gonvml.DeviceAttributes{
-		"1g.5gb":     {GpuInstanceSliceCount: 1, ComputeInstanceSliceCount: 1, MemorySizeMB: 4864},
-		"7g.40gb":    {GpuInstanceSliceCount: 7, ComputeInstanceSliceCount: 7, MemorySizeMB: 40192},
-		"1c.2g.10gb": {GpuInstanceSliceCount: 2, ComputeInstanceSliceCount: 1, MemorySizeMB: 9856},
-	} {
-		if got := profileName(a); got != want {
-			t.Errorf("%+v: %s, want %s", a, got, want)
-		}
-	}
-}
-
 func TestWithRemovals(t *testing.T) {
 	node := map[string]string{
 		"nvidia.com/mig-1g.5gb.count": "14", "nvidia.com/gpu.multiprocessors": "14", Count: "8",

@@ -12,22 +12,6 @@ import (
 	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
 )
 
-func TestProfileName(t *testing.T) {
-	for _, tc := range []struct {
-		a    nvml.DeviceAttributes
-		want string
-	}{
-		{nvml.DeviceAttributes{GpuInstanceSliceCount: 1, ComputeInstanceSliceCount: 1, MemorySizeMB: 4864}, "1g.5gb"},
-		{nvml.DeviceAttributes{GpuInstanceSliceCount: 2, ComputeInstanceSliceCount: 2, MemorySizeMB: 9856}, "2g.10gb"},
-		{nvml.DeviceAttributes{GpuInstanceSliceCount: 3, ComputeInstanceSliceCount: 1, MemorySizeMB: 19968}, "1c.3g.20gb"},
-		{nvml.DeviceAttributes{GpuInstanceSliceCount: 7, ComputeInstanceSliceCount: 7, MemorySizeMB: 40192}, "7g.40gb"},
-	} {
-		if got := devices.ProfileName(tc.a); got != tc.want {
-			t.Errorf("ProfileName(%+v) = %s, want %s", tc.a, got, tc.want)
-		}
-	}
-}
-
 func busID(s string) nvml.PciInfo {
 	var p nvml.PciInfo
 	for i := range len(s) {

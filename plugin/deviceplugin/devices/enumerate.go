@@ -5,13 +5,14 @@ package devices
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
 )
 
 // GPU is one physical GPU as NVML reports it.
@@ -126,23 +127,12 @@ func enumerateMIG(dev nvml.Device) ([]MIG, error) {
 		if ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("MIG device %s: attributes: %s", m.UUID, nvml.ErrorString(ret))
 		}
-		m.Profile = ProfileName(attr)
+		m.Profile = gpunvml.MIGProfileName(attr)
 		m.GIID, _ = h.GetGpuInstanceId()
 		m.CIID, _ = h.GetComputeInstanceId()
 		migs = append(migs, m)
 	}
 	return migs, nil
-}
-
-// ProfileName is the MIG profile name nvidia-smi and NVIDIA's device plugin use:
-// "<g>g.<mem>gb", or "<c>c.<g>g.<mem>gb" when the compute instance spans fewer slices than its
-// GPU instance. Memory is rounded up to whole GB (4864 MB -> 5gb).
-func ProfileName(a nvml.DeviceAttributes) string {
-	gb := int(math.Ceil(float64(a.MemorySizeMB) / 1024))
-	if a.ComputeInstanceSliceCount != 0 && a.ComputeInstanceSliceCount != a.GpuInstanceSliceCount {
-		return fmt.Sprintf("%dc.%dg.%dgb", a.ComputeInstanceSliceCount, a.GpuInstanceSliceCount, gb)
-	}
-	return fmt.Sprintf("%dg.%dgb", a.GpuInstanceSliceCount, gb)
 }
 
 // SysfsBusID converts NVML's bus id ("00000000:07:00.0") to the kernel's ("0000:07:00.0").

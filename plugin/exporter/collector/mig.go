@@ -1,9 +1,9 @@
 package collector
 
 import (
-	"fmt"
-
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
 )
 
 // migStatic is what does not change while a MIG device exists; read once per MIG UUID.
@@ -77,17 +77,7 @@ func (c *Collector) readMIGStatic(g *gpuState, md nvml.Device) (migStatic, bool)
 	if !c.ok(g, "nvmlDeviceGetAttributes", ret) {
 		return migStatic{}, false
 	}
-	return migStatic{giID: gi, ciID: ci, profile: migProfileName(attrs)}, true
-}
-
-// migProfileName names a MIG device as NVIDIA's tools do: "<ci>c.<gi>g.<mem>gb" with the
-// compute-instance prefix only when the compute instance is smaller than its GPU instance.
-func migProfileName(a nvml.DeviceAttributes) string {
-	gb := (a.MemorySizeMB + 1024 - 1) / 1024
-	if a.ComputeInstanceSliceCount != 0 && a.ComputeInstanceSliceCount < a.GpuInstanceSliceCount {
-		return fmt.Sprintf("%dc.%dg.%dgb", a.ComputeInstanceSliceCount, a.GpuInstanceSliceCount, gb)
-	}
-	return fmt.Sprintf("%dg.%dgb", a.GpuInstanceSliceCount, gb)
+	return migStatic{giID: gi, ciID: ci, profile: gpunvml.MIGProfileName(attrs)}, true
 }
 
 // sampleMIGGPM samples GPM for GPU instance gi (once per instance per cycle, shared by its
