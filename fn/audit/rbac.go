@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -186,12 +188,7 @@ func (idx *index) subjects() []string {
 	for _, b := range idx.bindings {
 		add(b.Subjects, b.Namespace)
 	}
-	out := make([]string, 0, len(set))
-	for s := range set {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(set))
 }
 
 // String is the rule in one line: "patch nodes (core)".

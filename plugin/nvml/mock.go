@@ -2,7 +2,8 @@ package nvml
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
@@ -20,12 +21,7 @@ var mocks = map[string]func() *server.Server{
 
 // Mocks lists the accepted --nvml-mock names, sorted.
 func Mocks() []string {
-	names := make([]string, 0, len(mocks))
-	for n := range mocks {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(mocks))
 }
 
 // MockOption changes a mock before it is returned.

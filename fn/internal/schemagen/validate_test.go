@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 )
 
 // validate checks doc against the subset of JSON Schema the generator emits (type, enum,
@@ -26,11 +26,7 @@ func validate(s map[string]any, doc any, path string) []string {
 			}
 		}
 		props, _ := s["properties"].(map[string]any)
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(m))
 		for _, k := range keys {
 			if ps, ok := props[k]; ok {
 				errs = append(errs, validate(ps.(map[string]any), m[k], path+"."+k)...)

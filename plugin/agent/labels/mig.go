@@ -2,7 +2,8 @@ package labels
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -129,12 +130,7 @@ func migLabels(lib gonvml.Interface, count int, strategy string, out map[string]
 				attrs[d.name] = d.attr
 			}
 		}
-		names := make([]string, 0, len(counts))
-		for n := range counts {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
+		for _, n := range slices.Sorted(maps.Keys(counts)) {
 			prefix := "nvidia.com/mig-" + n
 			out[prefix+".count"] = strconv.Itoa(counts[n])
 			shapeLabels(out, prefix, attrs[n])

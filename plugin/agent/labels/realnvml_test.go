@@ -1,8 +1,9 @@
 package labels
 
 import (
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"testing"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
@@ -25,11 +26,7 @@ func TestRealNVML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := make([]string, 0, len(got))
-	for k := range got {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(got))
 	for _, k := range keys {
 		t.Logf("%s=%s", k, got[k])
 	}

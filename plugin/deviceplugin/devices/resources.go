@@ -2,6 +2,8 @@ package devices
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,11 +98,7 @@ func Resources(gpus []GPU, cfg config.DevicePlugin) ([]Resource, error) {
 	if byName[cfg.ResourceName] == nil {
 		byName[cfg.ResourceName] = &Resource{Name: cfg.ResourceName}
 	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(byName))
 	out := make([]Resource, 0, len(names))
 	for _, n := range names {
 		out = append(out, *byName[n])
