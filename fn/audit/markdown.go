@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -55,7 +56,7 @@ func (r *Report) Markdown() []byte {
 	if len(r.Namespaces) > 0 {
 		w("\n## Namespaces\n\n")
 		for _, ns := range r.Namespaces {
-			w("- `%s`: Pod Security %s\n", ns.Name, orWord(podSecurity(ns), "not labelled (the cluster default applies)"))
+			w("- `%s`: Pod Security %s\n", ns.Name, cmp.Or(podSecurity(ns), "not labelled (the cluster default applies)"))
 		}
 	}
 	w("\n## Admission guardrails\n\n")
@@ -63,7 +64,7 @@ func (r *Report) Markdown() []byte {
 		w("None: nothing confines what the service accounts above may do beyond their RBAC.\n")
 	}
 	for _, p := range r.AdmissionPolicies {
-		w("- ValidatingAdmissionPolicy `%s` (failure policy %s):\n", p.Name, orWord(p.FailurePolicy, "Fail"))
+		w("- ValidatingAdmissionPolicy `%s` (failure policy %s):\n", p.Name, cmp.Or(p.FailurePolicy, "Fail"))
 		for _, rule := range p.Rules {
 			w("  - %s\n", rule)
 		}
@@ -75,8 +76,8 @@ func writeWorkload(b *bytes.Buffer, wl Workload) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("\n## %s %s/%s\n\n", wl.Kind, wl.Namespace, wl.Name)
 	w("- Service account: `%s` (token %s)\n", wl.ServiceAccount, map[bool]string{true: "mounted", false: "not mounted"}[wl.Token])
-	w("- Host namespaces: %s\n", orWord(hostNamespaces(wl), "none"))
-	w("- Runtime class: %s\n", orWord(wl.RuntimeClass, "default runtime"))
+	w("- Host namespaces: %s\n", cmp.Or(hostNamespaces(wl), "none"))
+	w("- Runtime class: %s\n", cmp.Or(wl.RuntimeClass, "default runtime"))
 	if len(wl.NodeSelector) > 0 {
 		w("- Runs on nodes with: %s\n", "`"+strings.Join(wl.NodeSelector, "`, `")+"`")
 	}
@@ -86,7 +87,7 @@ func writeWorkload(b *bytes.Buffer, wl Workload) {
 		w("- Privileged: %s; privilege escalation: %s; read-only root filesystem: %s\n", yesNo(c.Privileged), yesNo(c.AllowPrivilegeEscalation), yesNo(c.ReadOnlyRootFilesystem))
 		long, _ := runsAs(c)
 		w("- Runs as: %s\n", long)
-		w("- Capabilities: %s\n", orWord(capSummary(c), "runtime defaults"))
+		w("- Capabilities: %s\n", cmp.Or(capSummary(c), "runtime defaults"))
 		if len(c.HostPaths) > 0 {
 			w("- Host paths:\n\n  | Host path | Mounted at | Access |\n  |---|---|---|\n")
 			for _, h := range c.HostPaths {
@@ -221,11 +222,4 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func orDash(s string) string { return orWord(s, "—") }
-
-func orWord(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
+func orDash(s string) string { return cmp.Or(s, "—") }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sort"
@@ -72,7 +73,7 @@ func indexObjects(objs []*unstructured.Unstructured) (*index, error) {
 				ap.FailurePolicy = string(*vap.Spec.FailurePolicy)
 			}
 			for _, v := range vap.Spec.Validations {
-				ap.Rules = append(ap.Rules, orWord(v.Message, v.Expression))
+				ap.Rules = append(ap.Rules, cmp.Or(v.Message, v.Expression))
 			}
 			idx.admissionPolicies = append(idx.admissionPolicies, ap)
 		case "Namespace":

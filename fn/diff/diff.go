@@ -2,6 +2,7 @@ package diff
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -235,9 +236,4 @@ func sameObject(a, b *unstructured.Unstructured) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
+func orNone(s string) string { return cmp.Or(s, "(none)") }

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -214,12 +215,7 @@ func reasonSuffix(reason string) string {
 	return " (agent: " + reason + ")"
 }
 
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
-}
+func orUnknown(s string) string { return cmp.Or(s, "unknown") }
 
 func (s *snapshot) driverState(n *corev1.Node) DriverState {
 	d := DriverState{

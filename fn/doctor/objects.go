@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -240,9 +241,4 @@ func show(v any) string {
 	return s
 }
 
-func pathOrRoot(p string) string {
-	if p == "" {
-		return "."
-	}
-	return p
-}
+func pathOrRoot(p string) string { return cmp.Or(p, ".") }

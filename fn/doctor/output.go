@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -197,9 +198,4 @@ func verdictSummary(fs []Finding) string {
 	return "ready"
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+func orDash(s string) string { return cmp.Or(s, "-") }

@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -108,7 +109,7 @@ func (c *checker) nodePools(s *v1alpha1.Spec, p *field.Path) {
 		}
 		sp := ip.Child("nodeSelector")
 		if len(np.NodeSelector) == 0 {
-			c.errorf(sp, nil, "is required: a pool without a nodeSelector would take every GPU node; set e.g. {pool: %s}", orWord(np.Name, "inference"))
+			c.errorf(sp, nil, "is required: a pool without a nodeSelector would take every GPU node; set e.g. {pool: %s}", cmp.Or(np.Name, "inference"))
 		} else {
 			c.selector(sp, np.NodeSelector)
 			for _, k := range slices.Sorted(maps.Keys(np.NodeSelector)) {
@@ -175,12 +176,5 @@ func (c *checker) poolOverlap(s *v1alpha1.Spec, p *field.Path, i, j int) {
 		return
 	}
 	c.errorf(sp, b, "overlaps %s: a node labelled with both selectors would join both pools; make them exclusive by one key with different values, e.g. pool: %s vs pool: %s",
-		other, orWord(s.NodePools[i].Name, "a"), orWord(s.NodePools[j].Name, "b"))
-}
-
-func orWord(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
+		other, cmp.Or(s.NodePools[i].Name, "a"), cmp.Or(s.NodePools[j].Name, "b"))
 }
