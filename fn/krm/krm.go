@@ -156,20 +156,13 @@ func encode(rl *fn.ResourceList, items []*yaml.Node, objs render.Objects) ([]byt
 		}
 		add("results", n)
 	}
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	enc.CompactSeqIndent()
-	if err := enc.Encode(root); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
+	text, err := render.EncodeYAML(root)
+	if err != nil {
 		return nil, err
 	}
 	if len(objs) == 0 {
-		return b.Bytes(), nil
+		return text, nil
 	}
-	text := b.Bytes()
 	line := []byte("\n- " + renderedMarker + "\n")
 	at := bytes.Index(text, line)
 	if at < 0 || bytes.Contains(text[at+1:], line) {
@@ -177,7 +170,7 @@ func encode(rl *fn.ResourceList, items []*yaml.Node, objs render.Objects) ([]byt
 	}
 	out := make([]byte, 0, len(text)+8192*len(objs))
 	out = append(out, text[:at+1]...)
-	out, err := objs.AppendItems(out, fileAnnotations)
+	out, err = objs.AppendItems(out, fileAnnotations)
 	if err != nil {
 		return nil, err
 	}

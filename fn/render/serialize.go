@@ -39,11 +39,18 @@ func toMap(v any) (map[string]any, error) {
 // marshalYAML writes JSON-compatible data as YAML the way kustomize does: sorted keys,
 // compact sequences, no line wrapping (long CEL and PromQL stay on one line for review).
 func marshalYAML(m map[string]any) ([]byte, error) {
+	return EncodeYAML(m) // a map directly: cheaper than building nodes first
+}
+
+// EncodeYAML writes v (data or a *yaml.Node) through yaml.v3 the way kustomize does:
+// indent 2, sequences compact under their key. The KRM function's ResourceList and the
+// rendered files share it so both read the same.
+func EncodeYAML(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	enc.CompactSeqIndent()
-	if err := enc.Encode(m); err != nil { // a map directly: cheaper than building nodes first
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	if err := enc.Close(); err != nil {
@@ -241,17 +248,7 @@ type lastKey struct {
 
 // nodeItemYAML is m's node tree as the one item of a top-level sequence, through yaml.v3.
 func nodeItemYAML(m map[string]any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	enc.CompactSeqIndent()
-	if err := enc.Encode(&yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{toNode(m)}}); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return EncodeYAML(&yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{toNode(m)}})
 }
 
 // Unstructured converts every object.
