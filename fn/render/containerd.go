@@ -3,18 +3,13 @@ package render
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
-)
-
-// CRI plugin tables that hold runtimes, per containerd config version: containerd 2.0 split
-// the CRI plugin and moved runtimes to io.containerd.cri.v1.runtime (config version 3).
-const (
-	criPluginV2 = `plugins."io.containerd.grpc.v1.cri"`
-	criPluginV3 = `plugins."io.containerd.cri.v1.runtime"`
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // cdiSpecDirs are where nvidia-ctk (static specs) and the toolkit installer (generated specs)
@@ -24,11 +19,9 @@ var cdiSpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
 // ConfigVersion is the containerd config version of a containerd minor ("1.7" → 2, "2.1" → 3).
 func ConfigVersion(containerdVersion string) (int, error) {
 	major, _, _ := strings.Cut(containerdVersion, ".")
-	switch major {
-	case "1":
-		return 2, nil
-	case "2":
-		return 3, nil
+	if major == "1" || major == "2" {
+		m, _ := strconv.Atoi(major)
+		return config.ContainerdConfigVersion(m), nil
 	}
 	return 0, fmt.Errorf("containerd %q: only 1.6, 1.7 and 2.x are supported", containerdVersion)
 }
@@ -45,10 +38,7 @@ func containerdDropIn(p *v1alpha1.GPUPolicy) (string, error) {
 	if err != nil {
 		return "", v1alpha1.FieldErrors{field.Invalid(field.NewPath("spec", "containerRuntime", "version"), cr.Version, err.Error())}
 	}
-	cri := criPluginV2
-	if version == 3 {
-		cri = criPluginV3
-	}
+	cri := `plugins."` + config.CRIRuntimePlugin(version) + `"`
 	handler := tomlKey(t.RuntimeClassName)
 
 	var b strings.Builder

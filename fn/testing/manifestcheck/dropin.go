@@ -11,13 +11,6 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// criRuntimesPath is where each containerd config version keeps its runtime handlers: the CRI
-// plugin was split in containerd 2.0 and the runtime part renamed.
-var criRuntimesPath = map[int64][]string{
-	2: {"plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes"},
-	3: {"plugins", "io.containerd.cri.v1.runtime", "containerd", "runtimes"},
-}
-
 // ConfigVersion is the containerd config version a containerd minor ("1.7", "2.1") reads.
 func ConfigVersion(containerdMinor string) (int64, error) {
 	major, _, _ := strings.Cut(containerdMinor, ".")
@@ -25,10 +18,7 @@ func ConfigVersion(containerdMinor string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("containerd version %q: want MAJOR.MINOR", containerdMinor)
 	}
-	if m >= 2 {
-		return 3, nil
-	}
-	return 2, nil
+	return int64(config.ContainerdConfigVersion(m)), nil
 }
 
 // CheckDropIn finds the drop-in ConfigMap among objs and checks that its TOML parses, declares
@@ -58,12 +48,13 @@ func CheckDropIn(objs []Object, containerdMinor, handler string) error {
 	if got, _ := doc["version"].(int64); got != want {
 		return fmt.Errorf("%s: version = %v, containerd %s reads config version %d", config.DropInFile, doc["version"], containerdMinor, want)
 	}
-	runtimes, ok := lookup(doc, criRuntimesPath[want])
+	path := []string{"plugins", config.CRIRuntimePlugin(int(want)), "containerd", "runtimes"}
+	runtimes, ok := lookup(doc, path)
 	if !ok {
-		return fmt.Errorf("%s: no table %s for config version %d", config.DropInFile, strings.Join(criRuntimesPath[want], "."), want)
+		return fmt.Errorf("%s: no table %s for config version %d", config.DropInFile, strings.Join(path, "."), want)
 	}
 	if _, ok := runtimes[handler]; !ok {
-		return fmt.Errorf("%s: runtime handler %q missing under %s", config.DropInFile, handler, strings.Join(criRuntimesPath[want], "."))
+		return fmt.Errorf("%s: runtime handler %q missing under %s", config.DropInFile, handler, strings.Join(path, "."))
 	}
 	return nil
 }

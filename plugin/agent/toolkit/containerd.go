@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // Version is a containerd major.minor.
@@ -44,12 +45,7 @@ func (v Version) Less(o Version) bool {
 }
 
 // ConfigVersion is the config file schema containerd v reads: 2 before 2.0, 3 from 2.0.
-func (v Version) ConfigVersion() int {
-	if v.Major >= 2 {
-		return 3
-	}
-	return 2
-}
+func (v Version) ConfigVersion() int { return config.ContainerdConfigVersion(v.Major) }
 
 // ReplacesPluginTables is true for containerd < 2.1: an imported file's plugin table replaces
 // the main config's table of the same plugin as a whole instead of merging into it.

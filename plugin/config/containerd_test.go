@@ -1,0 +1,14 @@
+package config
+
+import "testing"
+
+func TestContainerdConfigVersion(t *testing.T) {
+	for major, want := range map[int]int{1: 2, 2: 3, 3: 3} {
+		if got := ContainerdConfigVersion(major); got != want {
+			t.Errorf("containerd %d: config version %d, want %d", major, got, want)
+		}
+	}
+	if CRIRuntimePlugin(2) != "io.containerd.grpc.v1.cri" || CRIRuntimePlugin(3) != "io.containerd.cri.v1.runtime" {
+		t.Errorf("CRI runtime plugins: %s, %s", CRIRuntimePlugin(2), CRIRuntimePlugin(3))
+	}
+}
