@@ -137,14 +137,7 @@ func enumerateMIG(dev nvml.Device) ([]MIG, error) {
 
 // SysfsBusID converts NVML's bus id ("00000000:07:00.0") to the kernel's ("0000:07:00.0").
 func SysfsBusID(p nvml.PciInfo) string {
-	b := make([]byte, 0, len(p.BusId))
-	for _, c := range p.BusId {
-		if c == 0 {
-			break
-		}
-		b = append(b, byte(c))
-	}
-	id := strings.ToLower(string(b))
+	id := strings.ToLower(gpunvml.BusID(p))
 	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) > 4 {
 		id = dom[len(dom)-4:] + ":" + rest
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
 )
 
 // Config tunes a Collector.
@@ -123,7 +125,7 @@ func (c *Collector) readIdentity(g *gpuState) {
 		complete = false
 	}
 	if pci, ret := g.dev.GetPciInfo(); c.ok(g, "nvmlDeviceGetPciInfo", ret) {
-		id.PCIBusID = busID(pci.BusId)
+		id.PCIBusID = gpunvml.BusID(pci)
 	} else {
 		complete = false
 	}
@@ -141,17 +143,6 @@ func (c *Collector) readIdentity(g *gpuState) {
 	g.xmu.Lock() // the XID watcher reads the identity
 	g.id = id
 	g.xmu.Unlock()
-}
-
-func busID(b [32]int8) string {
-	var s []byte
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		s = append(s, byte(c))
-	}
-	return string(s)
 }
 
 // ok reports whether ret is SUCCESS; otherwise it records the error (NOT_SUPPORTED is not an
