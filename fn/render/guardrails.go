@@ -50,7 +50,7 @@ func renderGuardrails(c *plan) (Objects, error) {
 			}},
 			Validations: []admissionv1.Validation{
 				{
-					Expression: "request.operation == 'UPDATE' && request.subResource == ''",
+					Expression: "request.operation == 'UPDATE' && (!has(request.subResource) || request.subResource == '')",
 					Message:    "the GPU node agents may only update nodes (not create, delete or change their status)",
 				},
 				{
