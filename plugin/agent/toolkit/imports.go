@@ -79,24 +79,13 @@ func withImport(src []byte, configHostPath, pattern string, configVersion int) (
 // arrayEnd returns the index of the `]` closing the array whose body starts at i, skipping
 // strings (glob patterns may contain brackets) and comments.
 func arrayEnd(s string, i int) (int, error) {
-	for i < len(s) {
-		switch c := s[i]; c {
+	for ; i < len(s); i++ {
+		switch s[i] {
 		case ']':
 			return i, nil
-		case '#':
-			for i < len(s) && s[i] != '\n' {
-				i++
-			}
-		case '"', '\'':
-			i++
-			for i < len(s) && s[i] != c {
-				if c == '"' && s[i] == '\\' {
-					i++
-				}
-				i++
-			}
+		case '#', '"', '\'':
+			i = skipCommentOrString(s, i)
 		}
-		i++
 	}
 	return 0, fmt.Errorf("unterminated array")
 }
@@ -108,15 +97,9 @@ func lastSignificant(s string) byte {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
 		case '#':
-			for i < len(s) && s[i] != '\n' {
-				i++
-			}
+			i = skipCommentOrString(s, i)
 		case '"', '\'':
-			for i++; i < len(s) && s[i] != c; i++ {
-				if c == '"' && s[i] == '\\' {
-					i++
-				}
-			}
+			i = skipCommentOrString(s, i)
 			last = c
 		case ' ', '\t', '\n', '\r':
 		default:
@@ -124,4 +107,23 @@ func lastSignificant(s string) byte {
 		}
 	}
 	return last
+}
+
+// skipCommentOrString returns the index of the newline ending the comment, or of the quote
+// closing the string, that starts at s[i] (len(s) when it runs to the end). Only basic
+// strings ("...") have escapes.
+func skipCommentOrString(s string, i int) int {
+	switch c := s[i]; c {
+	case '#':
+		for i < len(s) && s[i] != '\n' {
+			i++
+		}
+	case '"', '\'':
+		for i++; i < len(s) && s[i] != c; i++ {
+			if c == '"' && s[i] == '\\' {
+				i++
+			}
+		}
+	}
+	return i
 }
