@@ -95,21 +95,12 @@ func process(rl *fn.ResourceList, opts validate.Options) (items []*yaml.Node, ob
 // them from its output.
 func fileAnnotations(o render.Object) map[string]string {
 	return map[string]string{
-		annotationPath:       o.Path(),
-		annotationLegacyPath: o.Path(),
-		annotationIndex:      "0",
-		annotationLegacyIdx:  "0",
+		validate.AnnotationPath:        o.Path(),
+		validate.AnnotationLegacyPath:  o.Path(),
+		validate.AnnotationIndex:       "0",
+		validate.AnnotationLegacyIndex: "0",
 	}
 }
-
-// Annotations of the KRM functions spec that say which file an item lives in (the legacy
-// names are still read by kpt and kustomize; both must agree when both are set).
-const (
-	annotationPath       = "internal.config.kubernetes.io/path"
-	annotationIndex      = "internal.config.kubernetes.io/index"
-	annotationLegacyPath = "config.kubernetes.io/path"
-	annotationLegacyIdx  = "config.kubernetes.io/index"
-)
 
 // objectNode parses a passed-through item, keeping its comments.
 func objectNode(text string) (*yaml.Node, error) {

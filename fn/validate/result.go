@@ -86,11 +86,14 @@ type Source struct {
 	Ref   *fn.ResourceRef
 }
 
-// Annotations by which kustomize and kpt tell a function where an item was read from.
+// Annotations of the KRM functions spec that say which file an item lives in: kustomize and
+// kpt set them on a function's input, and the function sets them on the objects it adds. The
+// legacy names are still read by both; they must agree when both are set.
 const (
-	annotationPath       = "internal.config.kubernetes.io/path"
-	annotationIndex      = "internal.config.kubernetes.io/index"
-	annotationLegacyPath = "config.kubernetes.io/path"
+	AnnotationPath        = "internal.config.kubernetes.io/path"
+	AnnotationIndex       = "internal.config.kubernetes.io/index"
+	AnnotationLegacyPath  = "config.kubernetes.io/path"
+	AnnotationLegacyIndex = "config.kubernetes.io/index"
 )
 
 // SourceOf describes a KRM input item.
@@ -99,11 +102,11 @@ func SourceOf(obj *fn.KubeObject) Source {
 		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(),
 		Name: obj.GetName(), Namespace: obj.GetNamespace(),
 	}}
-	src.File = obj.GetAnnotation(annotationPath)
+	src.File = obj.GetAnnotation(AnnotationPath)
 	if src.File == "" {
-		src.File = obj.GetAnnotation(annotationLegacyPath)
+		src.File = obj.GetAnnotation(AnnotationLegacyPath)
 	}
-	fmt.Sscan(obj.GetAnnotation(annotationIndex), &src.Index) //nolint:errcheck // absent index stays 0
+	fmt.Sscan(obj.GetAnnotation(AnnotationIndex), &src.Index) //nolint:errcheck // absent index stays 0
 	return src
 }
 
