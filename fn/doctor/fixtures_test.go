@@ -39,7 +39,7 @@ func gpuNode(name string, opts ...nodeOpt) *corev1.Node {
 			config.LabelDeployFeatureDiscovery: "true",
 			config.LabelDeployExporter:         "true",
 			config.LabelDriverVersion:          testDriver,
-			labelGPUCount:                      "8",
+			config.LabelGPUCount:               "8",
 			"nvidia.com/gpu.product":           "NVIDIA-A100-SXM4-40GB",
 		}, Annotations: map[string]string{config.AnnotationGateStatus: healthyGates}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},

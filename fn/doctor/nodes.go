@@ -16,14 +16,6 @@ import (
 // (nvidia.com/mig-1g.5gb, ...), advertised instead of nvidia.com/gpu.
 const migResourcePrefix = "nvidia.com/mig-"
 
-// Labels written by the agent's feature-discovery stage under gpu-feature-discovery's names;
-// the same keys as plugin/agent/labels, not imported because that package links NVML (cgo),
-// which the function's binary must not.
-const (
-	labelGPUCount    = "nvidia.com/gpu.count"
-	labelGPUReplicas = "nvidia.com/gpu.replicas"
-)
-
 // gateDef is one node label gate. verifiedBy is the stage whose check the agent passes before
 // opening the label (the driver label opens on entry), so its verdict explains a closed gate.
 type gateDef struct {
@@ -248,10 +240,10 @@ func driverSatisfies(found, want, enforce string) bool {
 func (s *snapshot) gpuState(n *corev1.Node) GPUState {
 	res := s.exp.resourceFor(n.Labels)
 	g := GPUState{Resource: res, Found: -1, Replicas: 1, InUse: s.inUse[n.Name][res]}
-	if v, err := strconv.Atoi(n.Labels[labelGPUCount]); err == nil {
+	if v, err := strconv.Atoi(n.Labels[config.LabelGPUCount]); err == nil {
 		g.Found = v
 	}
-	if v, err := strconv.Atoi(n.Labels[labelGPUReplicas]); err == nil && v > 0 {
+	if v, err := strconv.Atoi(n.Labels[config.LabelGPUReplicas]); err == nil && v > 0 {
 		g.Replicas = v
 	}
 	g.Capacity = quantity(n.Status.Capacity, res)
@@ -284,7 +276,7 @@ func (s *snapshot) gpuFindings(r *NodeReport, onNode string, add func(sev, check
 	}
 	// MIG slices do not map to whole GPUs, so the count check only holds without them.
 	if g.Found >= 0 && g.Capacity > 0 && g.MIGCapacity == 0 && int64(g.Found*g.Replicas) != g.Capacity {
-		add(SeverityWarning, "gpu-count", fmt.Sprintf("the agent found %d GPUs (%s) × %d replicas, but the kubelet capacity of %s is %d", g.Found, labelGPUCount, g.Replicas, res, g.Capacity),
+		add(SeverityWarning, "gpu-count", fmt.Sprintf("the agent found %d GPUs (%s) × %d replicas, but the kubelet capacity of %s is %d", g.Found, config.LabelGPUCount, g.Replicas, res, g.Capacity),
 			fmt.Sprintf("a GPU fell off the bus or the device plugin config differs from the policy: compare nvidia-smi on %s with the gpu-device-plugin ConfigMap", r.Name))
 	}
 }

@@ -137,7 +137,7 @@ func poolConfigMap() *corev1.ConfigMap {
 
 // poolNode is a healthy node of the inference pool: 8 GPUs advertised 4 times each.
 func poolNode(name string) *corev1.Node {
-	n := gpuNode(name, withLabel("pool", "inference"), withLabel(labelGPUReplicas, "4"))
+	n := gpuNode(name, withLabel("pool", "inference"), withLabel(config.LabelGPUReplicas, "4"))
 	n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu.shared": *resource.NewQuantity(32, resource.DecimalSI)}
 	n.Status.Allocatable = n.Status.Capacity.DeepCopy()
 	return n

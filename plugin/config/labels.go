@@ -17,6 +17,12 @@ const (
 	// does not also hide the runtime.
 	LabelToolkitReady = "nvidia.com/gpu.toolkit.ready"
 
+	// LabelGPUCount and LabelGPUReplicas are written by the feature-discovery stage under
+	// gpu-feature-discovery's names (the GPUs found, the time-slicing replicas of each); doctor
+	// checks the kubelet's capacity against them.
+	LabelGPUCount    = "nvidia.com/gpu.count"
+	LabelGPUReplicas = "nvidia.com/gpu.replicas"
+
 	LabelDriverVersion = "nvidia.com/gpu.driver.version"
 	// LabelDriverDrift is "true" while the node's driver does not satisfy driver.version
 	// under the policy's enforce rule (annotation AnnotationDriverDrift says expected vs found).

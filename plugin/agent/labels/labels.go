@@ -17,7 +17,7 @@ import (
 const (
 	Product              = "nvidia.com/gpu.product"
 	Memory               = "nvidia.com/gpu.memory" // MiB
-	Count                = "nvidia.com/gpu.count"
+	Count                = config.LabelGPUCount
 	Family               = "nvidia.com/gpu.family"
 	ComputeMajor         = "nvidia.com/gpu.compute.major"
 	ComputeMinor         = "nvidia.com/gpu.compute.minor"
@@ -35,7 +35,7 @@ const (
 	LegacyRuntimeMinor   = "nvidia.com/cuda.runtime.minor"
 	MIGCapable           = "nvidia.com/mig.capable"
 	MIGStrategy          = "nvidia.com/mig.strategy"
-	Replicas             = "nvidia.com/gpu.replicas"
+	Replicas             = config.LabelGPUReplicas
 	SharingStrategy      = "nvidia.com/gpu.sharing-strategy"
 	sharingTimeSlicing   = "time-slicing"
 	sharingNone          = "none"
