@@ -86,8 +86,7 @@ func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
 	onNode := fmt.Sprintf("kubectl -n %s get pods -o wide --field-selector spec.nodeName=%s", s.exp.Namespace, n.Name)
 	for _, g := range r.Gates {
 		if g.State == GateStateOptedOut {
-			add(SeverityWarning, "opt-out", fmt.Sprintf("gate %s is \"false\": a person opted %s out of the %s stage; the agent never reopens it", g.Label, n.Name, g.Stage),
-				fmt.Sprintf("if the opt-out is no longer wanted: kubectl label node %s %s-", n.Name, g.Label))
+			r.Findings = append(r.Findings, optOutFinding(n.Name, g))
 		}
 	}
 	if !r.KubeletReady {
@@ -120,6 +119,32 @@ func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
 		}
 	}
 	return r
+}
+
+// optOutFinding is a person's "false" on a gate: a warning on the node (the choice is theirs),
+// and the fix undoes it.
+func optOutFinding(node string, g Gate) Finding {
+	return Finding{Severity: SeverityWarning, Check: "opt-out",
+		Message: fmt.Sprintf("gate %s is \"false\": a person opted %s out of the %s stage; the agent never reopens it", g.Label, node, g.Stage),
+		Fix:     fmt.Sprintf("if the opt-out is no longer wanted: kubectl label node %s %s-", node, g.Label)}
+}
+
+// gpuBlocker is why a node advertises no GPUs to a pod that needs them: its first error, else
+// an opt-out of the device plugin or of a stage before it. The opt-out is only a warning for
+// the node, but for the pod it is the answer: nothing on that node will advertise its GPUs.
+func gpuBlocker(r *NodeReport) (Finding, bool) {
+	if f, ok := firstError(r.Findings); ok {
+		return f, true
+	}
+	for _, g := range r.Gates {
+		if g.State == GateStateOptedOut {
+			return optOutFinding(r.Name, g), true
+		}
+		if g.Stage == config.StageDevicePlugin {
+			break
+		}
+	}
+	return Finding{}, false
 }
 
 func parseGateStatus(raw string) (map[string]stageVerdict, error) {

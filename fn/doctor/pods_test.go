@@ -29,6 +29,9 @@ func TestPodDiagnoses(t *testing.T) {
 	}{
 		{name: "pod-no-device-plugin", gate: PodGateGPUResource, fixHas: "gpu-device-plugin",
 			objs: objects(gpuNode("gpu-a", withGPUs(0, 0)), train, policyRuntimeClass())},
+		// A person's opt-out is only a warning on the node, but it is why the pod gets no GPU.
+		{name: "pod-device-plugin-opted-out", gate: PodGateGPUResource, fixHas: "kubectl label node gpu-a nvidia.com/gpu.deploy.device-plugin-",
+			objs: objects(gpuNode("gpu-a", withLabel(config.LabelDeployDevicePlugin, config.GateOptOut), withGPUs(0, 0)), train, policyRuntimeClass())},
 		{name: "pod-toolkit-gate-closed", gate: PodGateGPUResource, fixHas: "gpu-container-toolkit",
 			objs: objects(gpuNode("gpu-a", toolkitBroken), train, policyRuntimeClass())},
 		{name: "pod-driver-drift", gate: PodGateGPUResource, fixHas: "install driver 580.95.05 on gpu-a",

@@ -96,7 +96,7 @@ func (s *snapshot) free(n *corev1.Node, res string) int64 {
 }
 
 // noGPUFinding explains the resource gate per GPU node and points the fix at the node whose
-// broken stage keeps its GPUs from being advertised, which is usually the real cause.
+// broken or opted-out stage keeps its GPUs from being advertised, which is usually the real cause.
 func (s *snapshot) noGPUFinding(res string, need int64) Finding {
 	type nodeGPUs struct {
 		r                  *NodeReport
@@ -115,7 +115,7 @@ func (s *snapshot) noGPUFinding(res string, need int64) Finding {
 		g := nodeGPUs{r, quantity(n.Status.Allocatable, res), s.inUse[n.Name][res]}
 		nodes = append(nodes, g)
 		largest = max(largest, g.allocatable)
-		if _, broken := firstError(r.Findings); broken && g.allocatable == 0 && blocked == nil {
+		if _, broken := gpuBlocker(r); broken && g.allocatable == 0 && blocked == nil {
 			blocked = r
 		}
 	}
@@ -136,7 +136,7 @@ func (s *snapshot) noGPUFinding(res string, need int64) Finding {
 			continue
 		}
 		why := r.Name + " advertises none"
-		if e, ok := firstError(r.Findings); ok {
+		if e, ok := gpuBlocker(r); ok {
 			detail := e.Check
 			if r == blocked {
 				detail += ": " + e.Message
@@ -148,7 +148,7 @@ func (s *snapshot) noGPUFinding(res string, need int64) Finding {
 	f.Message += ": " + strings.Join(parts, "; ")
 	switch {
 	case blocked != nil:
-		first, _ := firstError(blocked.Findings)
+		first, _ := gpuBlocker(blocked)
 		f.Fix = "on " + blocked.Name + ": " + first.Fix
 	case largest == 0 && mig:
 		f.Fix = fmt.Sprintf("no GPU node advertises the MIG profile %s: partition a node's GPUs into it (migStrategy mixed advertises one resource per profile), or ask for a profile a node has", strings.TrimPrefix(res, migResourcePrefix))
