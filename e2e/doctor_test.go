@@ -19,11 +19,12 @@ import (
 )
 
 // TestDoctorDiagnosesGPUPod takes one GPU node and one GPU workload pinned to it through the
-// states a GPU pod gets stuck in — toolkit gate closed, driver drifted, no device plugin —
-// and then to healthy, and checks `gpupolicy-fn doctor` names the first gate the pod fails,
-// the node's verdict and the fix, on the real control plane with the real agent writing the
-// labels. Each state is first reached by watching the cluster itself (labels, pods, capacity),
-// then diagnosed once, so a wrong diagnosis fails instead of being waited out.
+// states a GPU pod gets stuck in (toolkit gate closed, driver drifted, no device plugin), then
+// to healthy, and last to a device plugin the kubelet lost; in each it checks that
+// `gpupolicy-fn doctor` names the first gate the pod fails, the node's verdict and the fix, on
+// the real control plane with the real agent writing the labels. Each state is first reached
+// by watching the cluster itself (labels, pods, capacity), then diagnosed once, so a wrong
+// diagnosis fails instead of being waited out.
 //
 // The harness's device-plugin pod makes its node advertise GPUs as soon as it runs, so "no
 // device plugin" is the one a person makes: the admin opts the node out of the device-plugin
@@ -32,7 +33,7 @@ func TestDoctorDiagnosesGPUPod(t *testing.T) {
 	d := deployed(t)
 	cfg := d.fleet.Config()
 	h := joinGPUNode(t, d, "doctor-gpu", nil, false)
-	pod := createDoctorWorkload(t, cfg, h.Node)
+	pod := createDoctorWorkload(t, cfg, h.Node, "doctor-train")
 	ref := pod.Namespace + "/" + pod.Name
 	res := cfg.DevicePlugin.ResourceName
 	gpus := int64(fakenode.GPUsPerNode * max(1, cfg.DevicePlugin.Sharing.TimeSlicing.Replicas))
@@ -142,16 +143,33 @@ func TestDoctorDiagnosesGPUPod(t *testing.T) {
 	if p.FailedGate != doctor.PodGateNone || p.Finding.Severity != "" || p.Phase != string(corev1.PodRunning) || p.Node != h.Node {
 		t.Errorf("healthy: pod %+v, want Running on %s with no failed gate", p, h.Node)
 	}
+
+	// 5. The device plugin runs but the kubelet lost its registration (allocatable drops to 0,
+	// capacity stays, as when a plugin does not re-register after a kubelet restart): the gate
+	// is open and a second GPU pod finds nothing to schedule on.
+	patchStatus(t, h.Node, map[string]any{"capacity": map[string]string{res: fmt.Sprint(gpus)}, "allocatable": map[string]string{res: "0"}})
+	second := createDoctorWorkload(t, cfg, h.Node, "doctor-second")
+	eventually(t, stageTimeout, "second GPU workload unschedulable", func() (bool, string) {
+		p := getPod(t, second)
+		return unschedulable(p), podState(p)
+	})
+	n, p = diagnose(t, d, h.Node, second.Namespace+"/"+second.Name)
+	wantGate(t, n, config.StageDevicePlugin, doctor.GateStateOpen, "")
+	wantFirstError(t, n, "gpu-capacity", "no allocatable "+res)
+	if n.GPUs.Capacity != gpus || n.GPUs.Allocatable != 0 || n.GPUs.InUse != 1 {
+		t.Errorf("unregistered device plugin: GPUs %+v, want capacity %d, allocatable 0, 1 in use", n.GPUs, gpus)
+	}
+	wantPod(t, p, doctor.PodGateGPUResource, "on "+h.Node+": ", "gpu-device-plugin")
 }
 
 // createDoctorWorkload creates the pod a GPU user writes: one nvidia.com/gpu, the policy's
 // runtime class, the GPU taint's toleration, pinned to node by hostname.
-func createDoctorWorkload(t *testing.T, cfg *config.Agent, node string) *corev1.Pod {
+func createDoctorWorkload(t *testing.T, cfg *config.Agent, node, name string) *corev1.Pod {
 	t.Helper()
 	ns := workloadNamespace(t)
 	rc := cfg.Toolkit.RuntimeClassName
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "doctor-" + node, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{
 			RuntimeClassName: &rc,
 			NodeSelector:     map[string]string{"kubernetes.io/hostname": node},
@@ -243,6 +261,7 @@ func wantFirstError(t *testing.T, n doctor.NodeReport, check, what string) {
 // wantPod: the pod's first failed gate is gate and its fix contains every fragment.
 func wantPod(t *testing.T, p doctor.PodReport, gate string, fix ...string) {
 	t.Helper()
+	t.Logf("doctor on pod %s/%s: %s: %s; fix: %s", p.Namespace, p.Name, p.FailedGate, p.Finding.Message, p.Finding.Fix)
 	if p.FailedGate != gate || p.Finding.Severity != doctor.SeverityError || p.Finding.Check != gate {
 		t.Errorf("pod %s/%s: failed gate %q (%+v), want %q", p.Namespace, p.Name, p.FailedGate, p.Finding, gate)
 	}
@@ -324,11 +343,26 @@ func removeLabel(t *testing.T, node, key string) {
 
 func patchLabels(t *testing.T, node string, labels map[string]any) {
 	t.Helper()
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	patchNode(t, node, map[string]any{"metadata": map[string]any{"labels": labels}}, "")
+}
+
+// patchStatus plays the kubelet's node status update.
+func patchStatus(t *testing.T, node string, status map[string]any) {
+	t.Helper()
+	patchNode(t, node, map[string]any{"status": status}, "status")
+}
+
+func patchNode(t *testing.T, node string, body map[string]any, subresource string) {
+	t.Helper()
+	patch, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.cs.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	var sub []string
+	if subresource != "" {
+		sub = []string{subresource}
+	}
+	if _, err := env.cs.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}, sub...); err != nil {
 		t.Fatal(err)
 	}
 }
