@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/fakenode"
 	"github.com/gpupolicy/gpupolicy/fn/doctor"
+	"github.com/gpupolicy/gpupolicy/fn/doctor/doctortest"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -190,10 +191,11 @@ func createDoctorWorkload(t *testing.T, cfg *config.Agent, node, name string) *c
 	return p
 }
 
-// diagnose is doctor's library entry point on the admin client, narrowed to node and pod.
+// diagnose is doctor's library entry point on the admin clientset (doctortest adapts it; Run,
+// in runDoctor, reads over the binary's own REST client), narrowed to node and pod.
 func diagnose(t *testing.T, d *deployment, node, pod string) (doctor.NodeReport, doctor.PodReport) {
 	t.Helper()
-	r, err := doctor.Diagnose(context.Background(), doctor.Input{Client: env.cs, Namespace: d.ns, Node: node, Pod: pod})
+	r, err := doctor.Diagnose(context.Background(), doctor.Input{Cluster: doctortest.FromClientset(env.cs), Namespace: d.ns, Node: node, Pod: pod})
 	if err != nil {
 		t.Fatalf("doctor: %v", err)
 	}

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpupolicy/gpupolicy/fn/doctor/doctortest"
 )
 
 // BenchmarkDiagnose: a 200-GPU-node fleet (every 10th node with its toolkit broken), 1,600
@@ -34,7 +36,7 @@ func BenchmarkDiagnose(b *testing.B) {
 	client := fake.NewClientset(objs...)
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := Diagnose(context.Background(), Input{Client: client})
+		r, err := Diagnose(context.Background(), Input{Cluster: doctortest.FromClientset(client)})
 		if err != nil || len(r.Pods) != 50 || len(r.Nodes) != 200 {
 			b.Fatalf("%v: %d pods, %d nodes", err, len(r.Pods), len(r.Nodes))
 		}

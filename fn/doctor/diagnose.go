@@ -11,10 +11,8 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
@@ -27,9 +25,9 @@ type Expected struct {
 
 // Input is what a diagnosis reads. Everything is read-only.
 type Input struct {
-	Client kubernetes.Interface
+	Cluster Cluster
 	// Dynamic and Mapper read the rendered objects of any kind; needed only with Expected.
-	// A nil Mapper is built from Client's discovery.
+	// A nil Mapper is built from the Cluster's API discovery of the rendered kinds.
 	Dynamic dynamic.Interface
 	Mapper  meta.RESTMapper
 	// Expected is the policy's rendered output (-f); nil diagnoses by the agent ConfigMap in
@@ -113,7 +111,7 @@ func (s *snapshot) note(e *ReadError, consequence string) error {
 func (s *snapshot) readAgentConfig(ctx context.Context) error {
 	s.exp = defaultExpectations(s.in.Namespace)
 	ns := s.exp.Namespace
-	cm, err := s.in.Client.CoreV1().ConfigMaps(ns).Get(ctx, config.AgentConfigMap, metav1.GetOptions{})
+	cm, err := s.in.Cluster.ConfigMap(ctx, ns, config.AgentConfigMap)
 	switch {
 	case apierrors.IsNotFound(err):
 		s.report.Notes = append(s.report.Notes, fmt.Sprintf(
@@ -130,22 +128,22 @@ func (s *snapshot) readAgentConfig(ctx context.Context) error {
 }
 
 func (s *snapshot) readCluster(ctx context.Context) error {
-	nodes, err := s.in.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := s.in.Cluster.Nodes(ctx)
 	if err != nil {
 		e := s.readErr("list", "nodes", "", "", err)
 		e.Essential = true
 		return e
 	}
-	s.nodes = nodes.Items
+	s.nodes = nodes
 	sort.Slice(s.nodes, func(i, j int) bool { return s.nodes[i].Name < s.nodes[j].Name })
 
-	pods, err := s.in.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := s.in.Cluster.Pods(ctx)
 	if err != nil {
 		e := s.readErr("list", "pods", "", "", err)
 		e.Essential = true
 		return e
 	}
-	s.pods = pods.Items
+	s.pods = pods
 	sort.Slice(s.pods, func(i, j int) bool {
 		if s.pods[i].Namespace != s.pods[j].Namespace {
 			return s.pods[i].Namespace < s.pods[j].Namespace
@@ -166,7 +164,7 @@ func (s *snapshot) readCluster(ctx context.Context) error {
 		}
 	}
 
-	rc, err := s.in.Client.NodeV1().RuntimeClasses().Get(ctx, s.exp.RuntimeClassName, metav1.GetOptions{})
+	rc, err := s.in.Cluster.RuntimeClass(ctx, s.exp.RuntimeClassName)
 	switch {
 	case apierrors.IsNotFound(err):
 		s.rcReadable = true

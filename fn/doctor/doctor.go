@@ -9,8 +9,8 @@
 // RuntimeClass, the pods and their events, and, with -f, compares the rendered objects with the
 // cluster.
 //
-// The diagnosis (Diagnose) is pure over a kubernetes.Interface; Run only loads the kubeconfig and
-// prints. Everything is read-only.
+// The diagnosis (Diagnose) is pure over a Cluster; Run only loads the kubeconfig and prints.
+// Everything is read-only.
 package doctor
 
 import (
@@ -21,8 +21,6 @@ import (
 	"io"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -122,13 +120,5 @@ func clusterInput(kubeconfig, kubeContext string) (Input, error) {
 	}
 	cfg.Timeout = requestTimeout
 	cfg.UserAgent = "gpupolicy-fn-doctor"
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return Input{}, fmt.Errorf("client for %s: %w", cfg.Host, err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return Input{}, fmt.Errorf("client for %s: %w", cfg.Host, err)
-	}
-	return Input{Client: client, Dynamic: dyn, Server: cfg.Host}, nil
+	return forConfig(cfg)
 }

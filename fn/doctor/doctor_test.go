@@ -11,9 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/gpupolicy/gpupolicy/fn/doctor/doctortest"
 	"github.com/gpupolicy/gpupolicy/fn/testing/goldentree"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
+
+// The adapter the tests diagnose through must stay a Cluster (doctortest cannot assert it
+// without importing doctor).
+var _ Cluster = (*doctortest.Clientset)(nil)
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
@@ -26,8 +31,8 @@ func checkGolden(t *testing.T, name string, got []byte) {
 // diagnoseCase runs a diagnosis over a fake clientset and checks both renderings against goldens.
 func diagnoseCase(t *testing.T, name string, in Input, objs []runtime.Object) *Report {
 	t.Helper()
-	if in.Client == nil {
-		in.Client = fake.NewClientset(objs...)
+	if in.Cluster == nil {
+		in.Cluster = doctortest.FromClientset(fake.NewClientset(objs...))
 	}
 	r, err := Diagnose(context.Background(), in)
 	if err != nil {
@@ -124,8 +129,8 @@ func TestNodeDiagnoses(t *testing.T) {
 // TestNodeGateReasons checks the agent's reason reaches the closed gate and the drift is seen
 // both from the agent's label and from the policy's version.
 func TestNodeGateReasons(t *testing.T) {
-	r, err := Diagnose(context.Background(), Input{Client: fake.NewClientset(
-		gpuNode("gpu-a", toolkitBroken), gpuNode("gpu-b", withLabel(config.LabelDriverVersion, "575.51.03")), agentConfigMap(), policyRuntimeClass())})
+	r, err := Diagnose(context.Background(), Input{Cluster: doctortest.FromClientset(fake.NewClientset(
+		gpuNode("gpu-a", toolkitBroken), gpuNode("gpu-b", withLabel(config.LabelDriverVersion, "575.51.03")), agentConfigMap(), policyRuntimeClass()))})
 	if err != nil {
 		t.Fatal(err)
 	}

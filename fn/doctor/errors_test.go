@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gpupolicy/gpupolicy/fn/doctor/doctortest"
 	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
 )
 
@@ -31,7 +32,7 @@ func TestForbiddenEssentialRead(t *testing.T) {
 	for _, resource := range []string{"nodes", "pods"} {
 		c := fake.NewClientset(gpuNode("gpu-a"), agentConfigMap(), policyRuntimeClass())
 		forbid(c, "list", "", resource)
-		_, err := Diagnose(context.Background(), Input{Client: c})
+		_, err := Diagnose(context.Background(), Input{Cluster: doctortest.FromClientset(c)})
 		if err == nil || !strings.Contains(err.Error(), "RBAC forbids list "+resource+" cluster-wide") ||
 			!strings.Contains(err.Error(), `grant the verb "list" on "`+resource+`"`) || !strings.Contains(err.Error(), "needs get/list on nodes") {
 			t.Errorf("%s: want an RBAC error naming verb and resource, got %v", resource, err)
@@ -47,7 +48,7 @@ func TestForbiddenOptionalReads(t *testing.T) {
 	forbid(c, "list", "", "events")
 	forbid(c, "get", "node.k8s.io", "runtimeclasses")
 	forbid(c, "get", "", "configmaps")
-	r := diagnoseCase(t, "forbidden-optional-reads", Input{Client: c}, nil)
+	r := diagnoseCase(t, "forbidden-optional-reads", Input{Cluster: doctortest.FromClientset(c)}, nil)
 	notes := strings.Join(r.Notes, "\n")
 	for _, want := range []string{
 		"RBAC forbids get configmaps gpu-node-agent in namespace gpu-system",

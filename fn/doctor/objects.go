@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/restmapper"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // maxChanges bounds the differing fields listed per object; the count says how many there were.
@@ -27,21 +27,23 @@ func (s *snapshot) compareObjects(ctx context.Context, rendered []*unstructured.
 	if s.in.Dynamic == nil {
 		return fmt.Errorf("comparing %s with the cluster needs a dynamic client", s.in.Expected.Source)
 	}
-	mapper := s.in.Mapper
-	if mapper == nil {
-		groups, err := restmapper.GetAPIGroupResources(s.in.Client.Discovery())
-		if err != nil && len(groups) == 0 {
-			return s.readErr("get", "API discovery (/api, /apis)", "", "", err)
-		}
-		mapper = restmapper.NewDiscoveryRESTMapper(groups)
-	}
 	objs := append([]*unstructured.Unstructured{}, rendered...)
 	sort.SliceStable(objs, func(i, j int) bool { return objectKey(objs[i]) < objectKey(objs[j]) })
+	mapper, undiscovered := s.in.Mapper, map[schema.GroupVersion]bool{}
+	if mapper == nil {
+		var err error
+		if mapper, undiscovered, err = s.discover(ctx, objs); err != nil {
+			return err
+		}
+	}
 	for _, want := range objs {
 		if localOnly(want) {
 			continue
 		}
 		s.report.ObjectsRendered++
+		if undiscovered[want.GroupVersionKind().GroupVersion()] {
+			continue
+		}
 		f, checked, err := s.compareObject(ctx, mapper, want)
 		if err != nil {
 			return err
@@ -54,6 +56,46 @@ func (s *snapshot) compareObjects(ctx context.Context, rendered []*unstructured.
 		}
 	}
 	return nil
+}
+
+// discover maps the kinds of the rendered objects to their resources from API discovery of
+// just the group versions they use. A group version the cluster does not serve leaves its kinds
+// unmapped (their objects are reported kind-not-served); one whose discovery failed otherwise
+// is noted, and its objects are not compared.
+func (s *snapshot) discover(ctx context.Context, objs []*unstructured.Unstructured) (meta.RESTMapper, map[schema.GroupVersion]bool, error) {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	seen, failed := map[schema.GroupVersion]bool{}, map[schema.GroupVersion]bool{}
+	for _, o := range objs {
+		gv := o.GroupVersionKind().GroupVersion()
+		if localOnly(o) || seen[gv] {
+			continue
+		}
+		seen[gv] = true
+		list, err := s.in.Cluster.APIResources(ctx, gv.String())
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			failed[gv] = true
+			e := s.readErr("get", "API discovery ("+discoveryPath(gv)+")", "", "", err)
+			if err := s.note(e, "its objects are not compared"); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		for _, r := range list.APIResources {
+			if strings.Contains(r.Name, "/") { // a subresource such as daemonsets/status
+				continue
+			}
+			scope := meta.RESTScopeRoot
+			if r.Namespaced {
+				scope = meta.RESTScopeNamespace
+			}
+			singular := cmp.Or(r.SingularName, strings.ToLower(r.Kind))
+			mapper.AddSpecific(gv.WithKind(r.Kind), gv.WithResource(r.Name), gv.WithResource(singular), scope)
+		}
+	}
+	return mapper, failed, nil
 }
 
 // compareObject reads want back from the cluster. checked is false when RBAC hid it (a note

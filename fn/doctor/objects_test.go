@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpupolicy/gpupolicy/fn/doctor/doctortest"
 )
 
 // servedAPIs is the discovery document of a cluster without the Prometheus Operator CRDs.
@@ -47,7 +49,10 @@ func liveCopy(o *unstructured.Unstructured) *unstructured.Unstructured {
 	return live
 }
 
-func TestObjectsAgainstPolicy(t *testing.T) {
+// driftedCluster is what a cluster holds of testdata/rendered after someone deleted the exporter
+// DaemonSet and edited the device plugin's, without the Prometheus Operator CRDs.
+func driftedCluster(t *testing.T) (*Expected, []runtime.Object) {
+	t.Helper()
 	exp := expectedFrom("testdata/rendered")
 	rendered, err := exp.Objects(context.Background())
 	if err != nil {
@@ -70,9 +75,14 @@ func TestObjectsAgainstPolicy(t *testing.T) {
 			live = append(live, liveCopy(o))
 		}
 	}
+	return exp, live
+}
+
+func TestObjectsAgainstPolicy(t *testing.T) {
+	exp, live := driftedCluster(t)
 	client := fake.NewClientset(gpuNode("gpu-a"), policyRuntimeClass())
 	client.Resources = servedAPIs
-	in := Input{Client: client, Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...), Expected: exp}
+	in := Input{Cluster: doctortest.FromClientset(client), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...), Expected: exp}
 	r := diagnoseCase(t, "objects-against-policy", in, nil)
 
 	if r.Expectations.Source != "policy testdata/rendered" || r.Expectations.DriverVersion != testDriver {

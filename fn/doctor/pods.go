@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 )
 
@@ -120,7 +119,7 @@ func (s *snapshot) lookupRuntimeClass(ctx context.Context, name string) (*nodev1
 	if rc, ok := s.runtimeClasses[name]; ok {
 		return rc, true, nil
 	}
-	rc, err := s.in.Client.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+	rc, err := s.in.Cluster.RuntimeClass(ctx, name)
 	switch {
 	case apierrors.IsNotFound(err):
 		rc = nil
@@ -137,12 +136,12 @@ func (s *snapshot) lookupRuntimeClass(ctx context.Context, name string) (*nodev1
 // warningEvents are the pod's Warning events, oldest first.
 func (s *snapshot) warningEvents(ctx context.Context, p *corev1.Pod) ([]corev1.Event, error) {
 	sel := fields.Set{"involvedObject.kind": "Pod", "involvedObject.name": p.Name}.AsSelector().String()
-	list, err := s.in.Client.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	events, err := s.in.Cluster.Events(ctx, p.Namespace, sel)
 	if err != nil {
 		return nil, s.note(s.readErr("list", "events", p.Namespace, "", err), "pod "+p.Namespace+"/"+p.Name+" is judged without its events")
 	}
 	var out []corev1.Event
-	for _, e := range list.Items {
+	for _, e := range events {
 		io := e.InvolvedObject
 		if e.Type == corev1.EventTypeWarning && io.Kind == "Pod" && io.Name == p.Name && (io.UID == "" || io.UID == p.UID) {
 			out = append(out, e)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gpupolicy/gpupolicy/fn/cli"
+	"github.com/gpupolicy/gpupolicy/fn/doctor/doctortest"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,7 +58,7 @@ func TestPolicyFile(t *testing.T) {
 	for _, monitoring := range []bool{true, false} {
 		client := fake.NewClientset(gpuNode("gpu-a"), policyRuntimeClass())
 		client.Resources = fullAPIs(monitoring)
-		in := Input{Client: client, Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...), Expected: exp}
+		in := Input{Cluster: doctortest.FromClientset(client), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...), Expected: exp}
 		r, err := Diagnose(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)

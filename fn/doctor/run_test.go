@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,8 +15,9 @@ import (
 )
 
 // apiServer answers the reads doctor makes with fixed objects, over HTTP, so Run is tested
-// end to end through kubeconfig loading and client-go's decoding.
-func apiServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod) *httptest.Server {
+// end to end through kubeconfig loading and client-go's decoding. extra adds routes (path →
+// JSON body; a *metav1.Status is answered with its code).
+func apiServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod, extra map[string]any) *httptest.Server {
 	t.Helper()
 	cm := agentConfigMap()
 	cm.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
@@ -27,6 +29,7 @@ func apiServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod) *httptest.S
 		"/api/v1/pods":  &corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: pods},
 		"/apis/node.k8s.io/v1/runtimeclasses/nvidia": rc,
 	}
+	maps.Copy(routes, extra)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		body, ok := routes[r.URL.Path]
@@ -38,6 +41,9 @@ func apiServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod) *httptest.S
 			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
 			return
 		}
+		if st, ok := body.(*metav1.Status); ok {
+			w.WriteHeader(int(st.Code))
+		}
 		_ = json.NewEncoder(w).Encode(body)
 	}))
 	t.Cleanup(srv.Close)
@@ -45,13 +51,13 @@ func apiServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod) *httptest.S
 }
 
 func TestRunExitCodes(t *testing.T) {
-	healthy := apiServer(t, []corev1.Node{*gpuNode("gpu-a")}, nil)
+	healthy := apiServer(t, []corev1.Node{*gpuNode("gpu-a")}, nil, nil)
 	code, stdout, stderr := fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, healthy.URL))
 	if code != ExitOK || !strings.Contains(stdout, "No problems found.") {
 		t.Errorf("healthy cluster: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 
-	broken := apiServer(t, []corev1.Node{*gpuNode("gpu-a", driverDrifted)}, []corev1.Pod{*gpuPod("ml", "train", 1)})
+	broken := apiServer(t, []corev1.Node{*gpuNode("gpu-a", driverDrifted)}, []corev1.Pod{*gpuPod("ml", "train", 1)}, nil)
 	code, stdout, stderr = fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, broken.URL), "-o", "json", "--pod", "ml/train")
 	var r Report
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {

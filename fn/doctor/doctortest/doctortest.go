@@ -1,0 +1,66 @@
+// Package doctortest adapts a client-go clientset to doctor.Cluster, so tests diagnose over
+// client-go's fake clientset (unit tests) or a real one (e2e) while bin/gpupolicy-fn, which
+// reads over plain REST, does not link the typed clientset. Only tests import this package.
+//
+// It does not import doctor (doctor's own tests use it); *Clientset satisfies doctor.Cluster by
+// its method set, which doctor's tests assert.
+package doctortest
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Clientset is a doctor.Cluster over a kubernetes.Interface.
+type Clientset struct {
+	cs kubernetes.Interface
+}
+
+// FromClientset returns the doctor.Cluster that reads through cs.
+func FromClientset(cs kubernetes.Interface) *Clientset { return &Clientset{cs: cs} }
+
+// ConfigMap gets a ConfigMap.
+func (c *Clientset) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+	return c.cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Nodes lists the nodes.
+func (c *Clientset) Nodes(ctx context.Context) ([]corev1.Node, error) {
+	list, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// Pods lists the pods of every namespace.
+func (c *Clientset) Pods(ctx context.Context) ([]corev1.Pod, error) {
+	list, err := c.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// Events lists the events of namespace that match fieldSelector.
+func (c *Clientset) Events(ctx context.Context, namespace, fieldSelector string) ([]corev1.Event, error) {
+	list, err := c.cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: fieldSelector})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// RuntimeClass gets a RuntimeClass.
+func (c *Clientset) RuntimeClass(ctx context.Context, name string) (*nodev1.RuntimeClass, error) {
+	return c.cs.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+}
+
+// APIResources is the discovery document of one group version; NotFound when not served.
+func (c *Clientset) APIResources(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error) {
+	return c.cs.Discovery().ServerResourcesForGroupVersionWithContext(ctx, groupVersion)
+}
