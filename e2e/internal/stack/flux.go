@@ -91,7 +91,22 @@ func LoadFluxLayout(ctx context.Context, kustomize, repoRoot, dir string) ([]Flu
 }
 
 func findFluxKustomizations(dir string) ([]*unstructured.Unstructured, error) {
+	objs, err := readYAMLTree(dir)
+	if err != nil {
+		return nil, err
+	}
 	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GroupVersionKind().Group == fluxKustomizationGroup && o.GetKind() == "Kustomization" {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// readYAMLTree reads every object of every *.yaml/*.yml file under dir, in walk order.
+func readYAMLTree(dir string) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !isYAML(path) {
 			return err
@@ -101,18 +116,14 @@ func findFluxKustomizations(dir string) ([]*unstructured.Unstructured, error) {
 			return err
 		}
 		defer f.Close()
-		objs, err := utils.ReadObjects(f)
+		o, err := utils.ReadObjects(f)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		for _, o := range objs {
-			if o.GroupVersionKind().Group == fluxKustomizationGroup && o.GetKind() == "Kustomization" {
-				out = append(out, o)
-			}
-		}
+		objs = append(objs, o...)
 		return nil
 	})
-	return out, err
+	return objs, err
 }
 
 // dependsOnOrder is a topological sort (Kahn) over dependsOn and the parent relation that
@@ -189,23 +200,7 @@ func readFluxPath(ctx context.Context, kustomize, dir string) ([]*unstructured.U
 			return Kustomize(ctx, kustomize, dir)
 		}
 	}
-	var objs []*unstructured.Unstructured
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !isYAML(path) {
-			return err
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		o, err := utils.ReadObjects(f)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		objs = append(objs, o...)
-		return nil
-	})
+	objs, err := readYAMLTree(dir)
 	if err != nil {
 		return nil, err
 	}
