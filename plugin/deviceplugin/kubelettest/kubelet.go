@@ -60,6 +60,7 @@ func (k *Kubelet) Generation() int64 { return k.generation.Load() }
 
 // generation serves Registration for one kubelet.sock.
 type generation struct {
+	// grpc-go requires the embed; Registration has one RPC, Register, implemented below.
 	pluginapi.UnimplementedRegistrationServer
 	k   *Kubelet
 	gen int64

@@ -41,6 +41,8 @@ type Options struct {
 
 // Plugin serves one resource.
 type Plugin struct {
+	// grpc-go requires the embed for forward compatibility; every RPC of v1beta1 is
+	// implemented below (server.go, allocate.go).
 	pluginapi.UnimplementedDevicePluginServer
 
 	res    devices.Resource

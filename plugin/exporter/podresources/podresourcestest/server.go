@@ -30,6 +30,8 @@ type Pod struct {
 
 // Server is a pod-resources server on Socket.
 type Server struct {
+	// grpc-go requires the embed. The test kubelet serves List, the only call the exporter
+	// makes; Get and GetAllocatableResources answer Unimplemented, as an old kubelet would.
 	podresourcesv1.UnimplementedPodResourcesListerServer
 	Socket string
 	mu     sync.Mutex
