@@ -202,13 +202,14 @@ func diagnose(t *testing.T, d *deployment, node, pod string) (doctor.NodeReport,
 	return only(t, r)
 }
 
-// runDoctor is the command a person runs, with the suite's admin kubeconfig and -o json; it
-// returns the decoded report and the exit code.
+// runDoctor is what `gpupolicy-fn doctor -o json` runs (fn/cli only parses the flags into
+// these options), with the suite's admin kubeconfig; it returns the decoded report and the
+// exit code.
 func runDoctor(t *testing.T, d *deployment, node, pod string) (*doctor.Report, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := doctor.Run(context.Background(), []string{"--kubeconfig", env.cluster.Kubeconfig, "--namespace", d.ns,
-		"--node", node, "--pod", pod, "-o", "json"}, &out, &errb)
+	code := doctor.Run(context.Background(), doctor.Options{Kubeconfig: env.cluster.Kubeconfig, Namespace: d.ns,
+		Node: node, Pod: pod, Format: "json"}, &out, &errb)
 	if errb.Len() > 0 || code == doctor.ExitFailed {
 		t.Fatalf("doctor exited %d; stderr: %s", code, errb.String())
 	}

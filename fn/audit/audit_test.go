@@ -36,7 +36,7 @@ func buildReport(t *testing.T, path string) *Report {
 
 func TestFixtureGolden(t *testing.T) {
 	for _, format := range []string{"md", "json"} {
-		code, out, stderr := fntest.Run(Run, "-f", "testdata/fixture.yaml", "-o", format)
+		code, out, stderr := fntest.Call(Run, Options{Path: "testdata/fixture.yaml", Format: format})
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -79,18 +79,18 @@ func TestFixtureFacts(t *testing.T) {
 // Argo CD layout and the Flux layout): the reports must be identical, and only the driver
 // container and toolkit install may be privileged.
 func TestPolicyAndRenderedTreeAgree(t *testing.T) {
-	code, out, stderr := fntest.Run(Run, "-f", "testdata/policy.yaml")
+	code, out, stderr := fntest.Call(Run, Options{Path: "testdata/policy.yaml"})
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	golden(t, "policy.md", []byte(out))
 	for _, policy := range []string{"testdata/policy.yaml", "../../policies/containerd-2-cdi.yaml", "../../policies/driver-container.yaml"} {
 		t.Run(filepath.Base(policy), func(t *testing.T) {
-			code, fromPolicy, stderr := fntest.Run(Run, "-f", policy)
+			code, fromPolicy, stderr := fntest.Call(Run, Options{Path: policy})
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			code, fromTree, stderr := fntest.Run(Run, "-f", fntest.WriteTree(t, policy))
+			code, fromTree, stderr := fntest.Call(Run, Options{Path: fntest.WriteTree(t, policy)})
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
@@ -109,21 +109,13 @@ func TestPolicyAndRenderedTreeAgree(t *testing.T) {
 	}
 }
 
-func TestUsageAndBadInput(t *testing.T) {
-	if code, _, _ := fntest.Run(Run); code != 2 {
-		t.Errorf("no -f: exit %d, want 2", code)
-	}
-	if code, _, _ := fntest.Run(Run, "-f", "x", "-o", "html"); code != 2 {
-		t.Errorf("bad -o: exit %d, want 2", code)
-	}
-	if code, _, stderr := fntest.Run(Run, "-f", "../testdata/invalid/pool-overlapping-selectors/policy.yaml"); code != 1 || !strings.Contains(stderr, "spec.nodePools[1].nodeSelector") {
+// TestBadInput: the usage errors are fn/cli's (TestAuditUsage).
+func TestBadInput(t *testing.T) {
+	if code, _, stderr := fntest.Call(Run, Options{Path: "../testdata/invalid/pool-overlapping-selectors/policy.yaml"}); code != 1 || !strings.Contains(stderr, "spec.nodePools[1].nodeSelector") {
 		t.Errorf("invalid policy: exit %d, stderr %s", code, stderr)
 	}
-	if code, _, stderr := fntest.Run(Run, "-f", "testdata/does-not-exist"); code != 1 || stderr == "" {
+	if code, _, stderr := fntest.Call(Run, Options{Path: "testdata/does-not-exist"}); code != 1 || stderr == "" {
 		t.Errorf("missing file: exit %d", code)
-	}
-	if code, _, _ := fntest.Run(Run, "--help"); code != 0 {
-		t.Errorf("--help: exit %d", code)
 	}
 }
 

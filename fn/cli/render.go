@@ -1,10 +1,7 @@
-// Package cli holds the `gpupolicy-fn` subcommands that live with the function itself
-// (render) and the top-level usage; fn/main.go only dispatches.
 package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,11 +45,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if exit, done := parseFlags(fs, args); done {
+		return exit
 	}
 	if *policyFile == "" || *outDir == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "render: -f POLICY and -o DIR are required and no other arguments are taken (see render --help)")

@@ -7,8 +7,15 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/version"
 )
 
+// commandHelp are the usage lines of the commands whose help is one line.
+var commandHelp = [][2]string{
+	{"gpupolicy-fn audit -f POLICY|DIR", "the privilege report of every container (Markdown or JSON)"},
+	{"gpupolicy-fn diff BASE HEAD", "what a change moves (images, privileges, gates, RBAC, containerd drop-in)"},
+	{"gpupolicy-fn doctor ...", "diagnoses why GPU pods or nodes are not ready in a cluster"},
+}
+
 // Usage is the manual of gpupolicy-fn as a whole.
-func Usage(w io.Writer, commands [][2]string) {
+func Usage(w io.Writer) {
 	fmt.Fprintf(w, `gpupolicy-fn %s — expands one GPUPolicy into every object a GPU cluster needs.
 
 Usage:
@@ -20,7 +27,7 @@ Usage:
   gpupolicy-fn render -f POLICY -o DIR
                                      writes the rendered tree, one file per object, grouped by stage.
 `, version.Version)
-	for _, c := range commands {
+	for _, c := range commandHelp {
 		fmt.Fprintf(w, "  %-35s%s\n", c[0], c[1])
 	}
 	fmt.Fprint(w, `  gpupolicy-fn version               prints the version

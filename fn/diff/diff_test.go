@@ -19,7 +19,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 func TestGoldenUpgradeAll(t *testing.T) {
 	for _, format := range []string{"md", "json"} {
-		code, out, stderr := fntest.Run(Run, "-o", format, "--fail-on", "none", "testdata/base.yaml", "testdata/head-upgrade-all.yaml")
+		code, out, stderr := fntest.Call(Run, Options{Base: "testdata/base.yaml", Head: "testdata/head-upgrade-all.yaml", Format: format, FailOn: "none"})
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -28,7 +28,7 @@ func TestGoldenUpgradeAll(t *testing.T) {
 }
 
 func TestGoldenDriverContainer(t *testing.T) {
-	code, out, stderr := fntest.Run(Run, "testdata/base.yaml", "testdata/head-driver-container.yaml")
+	code, out, stderr := fntest.Call(Run, Options{Base: "testdata/base.yaml", Head: "testdata/head-driver-container.yaml"})
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -39,7 +39,7 @@ func TestGoldenDriverContainer(t *testing.T) {
 }
 
 func TestGuardrailsOff(t *testing.T) {
-	code, out, stderr := fntest.Run(Run, "--fail-on", "warning", "testdata/base.yaml", "testdata/head-no-guardrails.yaml")
+	code, out, stderr := fntest.Call(Run, Options{Base: "testdata/base.yaml", Head: "testdata/head-no-guardrails.yaml", FailOn: "warning"})
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (%s)", code, stderr)
 	}
@@ -65,8 +65,7 @@ func TestUpgradeWindowAndFailOn(t *testing.T) {
 		{"head-upgrade-all.yaml", "warning", true, 1},
 		{"head-upgrade-all.yaml", "none", true, 0},
 	} {
-		// Flags after the operands work as well as before them.
-		code, out, stderr := fntest.Run(Run, "testdata/base.yaml", "testdata/"+tc.head, "--fail-on", tc.failOn)
+		code, out, stderr := fntest.Call(Run, Options{Base: "testdata/base.yaml", Head: "testdata/" + tc.head, FailOn: tc.failOn})
 		if code != tc.code {
 			t.Errorf("%s --fail-on %s: exit %d, want %d (%s)", tc.head, tc.failOn, code, tc.code, stderr)
 		}
@@ -79,7 +78,7 @@ func TestUpgradeWindowAndFailOn(t *testing.T) {
 // TestPresetsUpgradeWindow diffs two of the shipped presets: going from containerd 1.7 with
 // CUDA 12 on Kubernetes 1.32 to containerd 2.1 with CUDA 13 on 1.34 is several upgrades at once.
 func TestPresetsUpgradeWindow(t *testing.T) {
-	code, out, stderr := fntest.Run(Run, "--fail-on", "warning", "../../policies/preinstalled-containerd-1.7.yaml", "../../policies/containerd-2-cdi.yaml")
+	code, out, stderr := fntest.Call(Run, Options{Base: "../../policies/preinstalled-containerd-1.7.yaml", Head: "../../policies/containerd-2-cdi.yaml", FailOn: "warning"})
 	if code != 1 || !strings.Contains(out, "upgrade window: this change moves") || !strings.Contains(out, "cuda 12.8 → 13.0") {
 		t.Fatalf("exit %d, stderr %s, out:\n%s", code, stderr, out)
 	}
@@ -92,7 +91,7 @@ func TestPresetsUpgradeWindow(t *testing.T) {
 // the Kubernetes version, which a rendered tree does not record.
 func TestRenderedTreesMatchPolicies(t *testing.T) {
 	base, head := fntest.WriteTree(t, "testdata/base.yaml"), fntest.WriteTree(t, "testdata/head-upgrade-all.yaml")
-	code, out, stderr := fntest.Run(Run, "-o", "json", base, head)
+	code, out, stderr := fntest.Call(Run, Options{Base: base, Head: head, Format: "json"})
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -106,27 +105,19 @@ func TestRenderedTreesMatchPolicies(t *testing.T) {
 // TestPolicyAgainstTree compares a policy with a rendered tree: versions come from the rendered
 // objects on both sides, so the same policy against its own tree moves nothing.
 func TestPolicyAgainstTree(t *testing.T) {
-	code, out, stderr := fntest.Run(Run, "--fail-on", "warning", "testdata/base.yaml", fntest.WriteTree(t, "testdata/base.yaml"))
+	code, out, stderr := fntest.Call(Run, Options{Base: "testdata/base.yaml", Head: fntest.WriteTree(t, "testdata/base.yaml"), FailOn: "warning"})
 	if code != 0 || !strings.Contains(out, "No findings.") || !strings.Contains(out, "## Versions\n\nUnchanged.") || !strings.Contains(out, "## Objects\n\nUnchanged.") {
 		t.Fatalf("exit %d (%s):\n%s", code, stderr, out)
 	}
 }
 
-func TestUsageAndInvalidInput(t *testing.T) {
-	if code, _, _ := fntest.Run(Run, "testdata/base.yaml"); code != 2 {
-		t.Errorf("one argument: exit %d, want 2", code)
-	}
-	if code, _, _ := fntest.Run(Run, "--fail-on", "info", "testdata/base.yaml", "testdata/base.yaml"); code != 2 {
-		t.Errorf("bad --fail-on: exit %d, want 2", code)
-	}
-	if code, _, stderr := fntest.Run(Run, "testdata/base.yaml", "../testdata/invalid/cuda13-driver-too-old/policy.yaml"); code != 1 || !strings.Contains(stderr, "spec.cuda.version") {
+// TestInvalidInput: the usage errors are fn/cli's (TestDiffUsage).
+func TestInvalidInput(t *testing.T) {
+	if code, _, stderr := fntest.Call(Run, Options{Base: "testdata/base.yaml", Head: "../testdata/invalid/cuda13-driver-too-old/policy.yaml"}); code != 1 || !strings.Contains(stderr, "spec.cuda.version") {
 		t.Errorf("invalid head: exit %d, stderr %s", code, stderr)
 	}
-	code, out, _ := fntest.Run(Run, "testdata/base.yaml", "testdata/base.yaml")
+	code, out, _ := fntest.Call(Run, Options{Base: "testdata/base.yaml", Head: "testdata/base.yaml"})
 	if code != 0 || !strings.Contains(out, "No findings.") {
 		t.Errorf("identical inputs: exit %d:\n%s", code, out)
-	}
-	if code, _, _ := fntest.Run(Run, "-h"); code != 0 {
-		t.Errorf("-h: exit %d", code)
 	}
 }

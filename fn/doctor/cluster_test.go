@@ -26,7 +26,7 @@ func TestRunAgainstPolicyOverHTTP(t *testing.T) {
 	}
 	srv := apiServer(t, []corev1.Node{*gpuNode("gpu-a")}, nil, routes)
 
-	code, stdout, stderr := fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, srv.URL), "-f", "testdata/rendered", "-o", "json")
+	code, stdout, stderr := fntest.Call(Run, Options{Kubeconfig: writeKubeconfig(t, srv.URL), Policy: "testdata/rendered", Format: "json"})
 	want, err := os.ReadFile("testdata/objects-against-policy.json")
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestDiscoveryForbidden(t *testing.T) {
 		Reason: metav1.StatusReasonForbidden, Code: 403, Message: `forbidden: User "viewer" cannot get path "/apis/apps/v1"`}
 	srv := apiServer(t, []corev1.Node{*gpuNode("gpu-a")}, nil, routes)
 
-	code, stdout, stderr := fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, srv.URL), "-f", "testdata/rendered")
+	code, stdout, stderr := fntest.Call(Run, Options{Kubeconfig: writeKubeconfig(t, srv.URL), Policy: "testdata/rendered"})
 	if code != ExitProblems || !strings.Contains(stdout, `RBAC forbids get API discovery (/apis/apps/v1)`) ||
 		!strings.Contains(stdout, "its objects are not compared") || strings.Contains(stdout, "gpu-device-plugin differs") {
 		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)

@@ -9,14 +9,13 @@
 // RuntimeClass, the pods and their events, and, with -f, compares the rendered objects with the
 // cluster.
 //
-// The diagnosis (Diagnose) is pure over a Cluster; Run only loads the kubeconfig and prints.
-// Everything is read-only.
+// The diagnosis (Diagnose) is pure over a Cluster; Run only loads the kubeconfig and prints
+// (fn/cli parses the flags into Options). Everything is read-only.
 package doctor
 
 import (
+	"cmp"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -31,70 +30,56 @@ const requestTimeout = 15 * time.Second
 const (
 	ExitOK       = 0 // nothing wrong found
 	ExitProblems = 1 // at least one finding of severity error
-	ExitFailed   = 2 // bad flags, unreadable -f, cluster unreachable or a forbidden essential read
+	ExitFailed   = 2 // bad flags or options, unreadable -f, cluster unreachable or a forbidden essential read
 )
 
-// Run is `gpupolicy-fn doctor`.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	policy := fs.String("f", "", "GPUPolicy file, or a directory/file of its rendered objects (gpupolicy-fn render -o DIR); the diagnosis then uses the policy's facts and reports rendered objects missing or changed in the cluster")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster service account)")
-	kubeContext := fs.String("context", "", "kubeconfig context to use (default: the current context)")
-	namespace := fs.String("namespace", DefaultNamespace, "namespace of the rendered objects, where the gpu-node-agent ConfigMap is read from when -f is not given")
-	node := fs.String("node", "", "report only this node (and the GPU pods bound to it)")
-	pod := fs.String("pod", "", "report only this pod, NAMESPACE/NAME, even if it is running")
-	output := fs.String("o", "table", "output format: table or json")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: gpupolicy-fn doctor [-f POLICY|DIR] [--kubeconfig FILE] [--context NAME] [--node N] [--pod NS/NAME] [-o table|json]
+// Options are what `gpupolicy-fn doctor` is asked for; fn/cli fills them from its flags.
+type Options struct {
+	// Policy is a GPUPolicy file, or a directory/file of its rendered objects; when set, the
+	// diagnosis uses the policy's facts and reports rendered objects missing or changed.
+	Policy string
+	// Kubeconfig and Context select the cluster as kubectl does; empty: $KUBECONFIG, then
+	// ~/.kube/config, then the in-cluster service account, with the current context.
+	Kubeconfig, Context string
+	// Namespace of the rendered objects, where the agent ConfigMap is read from when Policy
+	// is empty ("" = DefaultNamespace).
+	Namespace string
+	// Node and Pod (NAMESPACE/NAME) narrow the report; empty: every GPU node and GPU pod.
+	Node, Pod string
+	// Format is "table" (also when empty) or "json".
+	Format string
+}
 
-Explains, from the live cluster, why a GPU node or a GPU pod is not ready: per GPU node the
-stage gates (open, closed with the agent's reason, opted out), driver drift, nvidia.com/gpu
-capacity vs GPUs found and whether the RuntimeClass selects the node; per pending or failing
-GPU pod the first gate it fails and the one fix to try; with -f, rendered objects missing or
-changed in the cluster. Read-only.
-
-Exit status: 0 nothing wrong, 1 problems found, 2 doctor could not run.
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitFailed
-	}
+// Run diagnoses the cluster o names and writes the report to stdout; the exit code is ExitOK,
+// ExitProblems or ExitFailed (bad options, cluster unreachable, a forbidden essential read).
+func Run(ctx context.Context, o Options, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "gpupolicy-fn doctor: %v\n", err)
 		return ExitFailed
 	}
-	if fs.NArg() > 0 {
-		return fail(fmt.Errorf("unexpected argument %q; see --help", fs.Arg(0)))
+	o.Format = cmp.Or(o.Format, "table")
+	if o.Format != "table" && o.Format != "json" {
+		return fail(fmt.Errorf("-o %q: want table or json", o.Format))
 	}
-	if *output != "table" && *output != "json" {
-		return fail(fmt.Errorf("-o %q: want table or json", *output))
-	}
-	if *pod != "" {
-		if _, _, err := splitPodRef(*pod); err != nil {
+	if o.Pod != "" {
+		if _, _, err := splitPodRef(o.Pod); err != nil {
 			return fail(err)
 		}
 	}
 
-	in, err := clusterInput(*kubeconfig, *kubeContext)
+	in, err := clusterInput(o.Kubeconfig, o.Context)
 	if err != nil {
 		return fail(err)
 	}
-	in.Namespace, in.Node, in.Pod = *namespace, *node, *pod
-	if *policy != "" {
-		in.Expected = expectedFrom(*policy)
+	in.Namespace, in.Node, in.Pod = o.Namespace, o.Node, o.Pod
+	if o.Policy != "" {
+		in.Expected = expectedFrom(o.Policy)
 	}
 	report, err := Diagnose(ctx, in)
 	if err != nil {
 		return fail(err)
 	}
-	if *output == "json" {
+	if o.Format == "json" {
 		err = writeJSON(stdout, report)
 	} else {
 		err = writeTable(stdout, report)

@@ -90,7 +90,7 @@ func TestRunUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close() // nothing listens there any more
-	code, _, stderr := fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, url))
+	code, _, stderr := fntest.Call(Run, Options{Kubeconfig: writeKubeconfig(t, url)})
 	if code != ExitFailed || !strings.Contains(stderr, "cannot reach "+url) || !strings.Contains(stderr, "--kubeconfig/--context") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
@@ -105,28 +105,28 @@ func TestRunForbidden(t *testing.T) {
 		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"forbidden: %s %s"}`, r.Method, r.URL.Path)
 	}))
 	defer srv.Close()
-	code, _, stderr := fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, srv.URL), "-o", "json")
+	code, _, stderr := fntest.Call(Run, Options{Kubeconfig: writeKubeconfig(t, srv.URL), Format: "json"})
 	if code != ExitFailed || !strings.Contains(stderr, "RBAC forbids list nodes") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }
 
-func TestRunFlags(t *testing.T) {
+// TestRunOptions: bad options and kubeconfigs fail before any read; the flags themselves are
+// fn/cli's (TestDoctorFlags).
+func TestRunOptions(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
+		opts Options
 		code int
 		msg  string
 	}{
-		{[]string{"--help"}, ExitOK, "Exit status: 0 nothing wrong"},
-		{[]string{"-o", "yaml"}, ExitFailed, `-o "yaml": want table or json`},
-		{[]string{"--pod", "train"}, ExitFailed, `--pod "train": want NAMESPACE/NAME`},
-		{[]string{"extra"}, ExitFailed, `unexpected argument "extra"`},
-		{[]string{"--kubeconfig", "testdata/no-such-kubeconfig"}, ExitFailed, "loading the kubeconfig"},
-		{[]string{"--kubeconfig", writeKubeconfig(t, "https://127.0.0.1:1"), "--context", "prod"}, ExitFailed, `context "prod" does not exist`},
+		{Options{Format: "yaml"}, ExitFailed, `-o "yaml": want table or json`},
+		{Options{Pod: "train"}, ExitFailed, `--pod "train": want NAMESPACE/NAME`},
+		{Options{Kubeconfig: "testdata/no-such-kubeconfig"}, ExitFailed, "loading the kubeconfig"},
+		{Options{Kubeconfig: writeKubeconfig(t, "https://127.0.0.1:1"), Context: "prod"}, ExitFailed, `context "prod" does not exist`},
 	} {
-		code, _, stderr := fntest.Run(Run, tc.args...)
+		code, _, stderr := fntest.Call(Run, tc.opts)
 		if code != tc.code || !strings.Contains(stderr, tc.msg) {
-			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, tc.code, tc.msg)
+			t.Errorf("%+v: exit %d, stderr %q; want exit %d and %q", tc.opts, code, stderr, tc.code, tc.msg)
 		}
 	}
 }

@@ -1,9 +1,7 @@
 package doctor
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,8 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/gpupolicy/gpupolicy/fn/cli"
 	"github.com/gpupolicy/gpupolicy/fn/doctor/doctortest"
+	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -105,11 +103,7 @@ func TestRenderedDirEqualsPolicy(t *testing.T) {
 			if err := os.WriteFile(policy, []byte(strings.Replace(string(data), "spec:\n", "spec:\n  gitops: "+gitops+"\n", 1)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			dir := filepath.Join(t.TempDir(), "rendered")
-			var stderr bytes.Buffer
-			if code := cli.Render(context.Background(), []string{"-f", policy, "-o", dir, "--flux-path", "clusters/gpu"}, io.Discard, &stderr); code != 0 {
-				t.Fatalf("render: exit %d: %s", code, stderr.String())
-			}
+			dir := fntest.WriteTree(t, policy)
 			fromPolicy, err := expectedFrom(policy).Objects(context.Background())
 			if err != nil {
 				t.Fatal(err)

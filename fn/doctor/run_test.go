@@ -52,13 +52,13 @@ func apiServer(t *testing.T, nodes []corev1.Node, pods []corev1.Pod, extra map[s
 
 func TestRunExitCodes(t *testing.T) {
 	healthy := apiServer(t, []corev1.Node{*gpuNode("gpu-a")}, nil, nil)
-	code, stdout, stderr := fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, healthy.URL))
+	code, stdout, stderr := fntest.Call(Run, Options{Kubeconfig: writeKubeconfig(t, healthy.URL)})
 	if code != ExitOK || !strings.Contains(stdout, "No problems found.") {
 		t.Errorf("healthy cluster: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 
 	broken := apiServer(t, []corev1.Node{*gpuNode("gpu-a", driverDrifted)}, []corev1.Pod{*gpuPod("ml", "train", 1)}, nil)
-	code, stdout, stderr = fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, broken.URL), "-o", "json", "--pod", "ml/train")
+	code, stdout, stderr = fntest.Call(Run, Options{Kubeconfig: writeKubeconfig(t, broken.URL), Format: "json", Pod: "ml/train"})
 	var r Report
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, stdout)
@@ -67,7 +67,7 @@ func TestRunExitCodes(t *testing.T) {
 		t.Errorf("drifted cluster: exit %d, report %+v, stderr %q", code, r.Pods, stderr)
 	}
 
-	code, _, stderr = fntest.Run(Run, "--kubeconfig", writeKubeconfig(t, broken.URL), "--node", "gpu-z")
+	code, _, stderr = fntest.Call(Run, Options{Kubeconfig: writeKubeconfig(t, broken.URL), Node: "gpu-z"})
 	if code != ExitFailed || !strings.Contains(stderr, "--node gpu-z: no such node") {
 		t.Errorf("unknown node: exit %d, stderr %q", code, stderr)
 	}

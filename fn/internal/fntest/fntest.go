@@ -1,6 +1,6 @@
 // Package fntest holds the test helpers the fn subcommands' tests share: running a subcommand
-// in process, and writing the tree `gpupolicy-fn render -o` would write for a policy. Golden
-// files are goldentree.File.
+// in process (its command line or its typed options), and writing the tree `gpupolicy-fn
+// render -o` would write for a policy. Golden files are goldentree.File.
 package fntest
 
 import (
@@ -46,12 +46,18 @@ func WriteTree(t testing.TB, policy string) string {
 	return dir
 }
 
-// Command is a `gpupolicy-fn` subcommand's entry point, as fn/main.go wires it.
+// Command is a `gpupolicy-fn` subcommand's command line, as fn/cli dispatches it.
 type Command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
-// Run runs a subcommand in process and returns its exit code and what it wrote.
+// Run runs a subcommand's command line in process and returns its exit code and what it wrote.
 func Run(cmd Command, args ...string) (code int, stdout, stderr string) {
+	return Call(cmd, args)
+}
+
+// Call runs an entry point that takes typed options (audit.Run, diff.Run, doctor.Run) in
+// process and returns its exit code and what it wrote.
+func Call[O any](run func(ctx context.Context, opts O, stdout, stderr io.Writer) int, opts O) (code int, stdout, stderr string) {
 	var out, errs bytes.Buffer
-	code = cmd(context.Background(), args, &out, &errs)
+	code = run(context.Background(), opts, &out, &errs)
 	return code, out.String(), errs.String()
 }

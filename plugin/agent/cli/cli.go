@@ -1,5 +1,5 @@
 // Package cli is gpu-node-agent's command line: one flag set per subcommand, each wiring
-// flags to the agent packages. main only calls Run.
+// flags to the agent packages. main only calls Main.
 package cli
 
 import (
@@ -60,8 +60,9 @@ func Usage(w io.Writer) {
 	}
 }
 
-// Run executes one command line and returns the exit code.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Main executes one gpu-node-agent command line (without the program name) and returns the
+// exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		Usage(stdout)
 		if len(args) == 0 {

@@ -15,7 +15,7 @@ import (
 
 func run(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	code := Run(context.Background(), args, &out, &errb)
+	code := Main(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
 }
 

@@ -19,7 +19,7 @@ import (
 func runAsync(args ...string) (context.CancelFunc, <-chan int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- Run(ctx, args, io.Discard, &bytes.Buffer{}) }()
+	go func() { done <- Main(ctx, args, io.Discard, &bytes.Buffer{}) }()
 	return cancel, done
 }
 

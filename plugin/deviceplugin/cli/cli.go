@@ -1,4 +1,7 @@
-package deviceplugin
+// Package cli is gpu-device-plugin's command line: its flags and manual, the process's
+// logging (gRPC's included), NVML opened from --nvml-mock, and the deviceplugin.Manager they
+// configure. cmd/gpu-device-plugin only calls Main.
+package cli
 
 import (
 	"context"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin"
 	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
 )
 
@@ -37,7 +41,7 @@ Usage:
 Flags:
 `
 
-// Main is the gpu-device-plugin command: it parses args, runs until ctx ends and returns the
+// Main is the gpu-device-plugin command line (without the program name): it parses args, runs until ctx ends and returns the
 // exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gpu-device-plugin", flag.ContinueOnError)
@@ -69,9 +73,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	routeGRPCLogs(log)
-	cfg := DefaultConfig()
+	cfg := deviceplugin.DefaultConfig()
 	if *configFile != "" {
-		if cfg, err = LoadConfig(*configFile); err != nil {
+		if cfg, err = deviceplugin.LoadConfig(*configFile); err != nil {
 			log.Error("cannot load config", "error", err)
 			return 1
 		}
@@ -82,7 +86,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer lib.Shutdown()
-	m, err := New(Options{Lib: lib, Config: cfg, PluginDir: *pluginDir, HostRoot: *hostRoot, Logger: log, ProbeInterval: *probe})
+	m, err := deviceplugin.New(deviceplugin.Options{Lib: lib, Config: cfg, PluginDir: *pluginDir, HostRoot: *hostRoot, Logger: log, ProbeInterval: *probe})
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return 1

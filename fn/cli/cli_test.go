@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ func TestDispatch(t *testing.T) {
 		{[]string{"frobnicate"}, 2, ""},
 	} {
 		var out, errb bytes.Buffer
-		code := run(context.Background(), tc.args, strings.NewReader(""), &out, &errb)
+		code := Main(context.Background(), tc.args, strings.NewReader(""), &out, &errb)
 		if code != tc.code || !strings.Contains(out.String(), tc.out) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", tc.args, code, out.String(), errb.String())
 		}
@@ -29,12 +29,12 @@ func TestDispatch(t *testing.T) {
 
 // TestNoArgumentsIsKRM: without arguments the binary is the KRM function on stdin/stdout.
 func TestNoArgumentsIsKRM(t *testing.T) {
-	in, err := os.ReadFile("krm/testdata/kustomize-input.yaml")
+	in, err := os.ReadFile("../krm/testdata/kustomize-input.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), nil, bytes.NewReader(in), &out, &errb); code != 0 {
+	if code := Main(context.Background(), nil, bytes.NewReader(in), &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	if !strings.Contains(out.String(), "kind: ResourceList") || !strings.Contains(out.String(), "name: gpu-device-plugin-inference") {

@@ -1,19 +1,17 @@
-package diff
+package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 
-	"github.com/gpupolicy/gpupolicy/fn/source"
-	"github.com/gpupolicy/gpupolicy/fn/validate"
+	"github.com/gpupolicy/gpupolicy/fn/diff"
 )
 
-// Run is `gpupolicy-fn diff BASE HEAD`: exit 0, 1 when an input is invalid or a finding reaches
+// Diff is `gpupolicy-fn diff BASE HEAD`: exit 0, 1 when an input is invalid or a finding reaches
 // --fail-on, 2 on usage errors.
-func Run(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func Diff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	failOn := fs.String("fail-on", "error", "exit 1 when a finding has at least this severity: warning, error, or none")
@@ -31,11 +29,8 @@ func Run(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	// stops at the first operand, so parse again after each one.
 	var operands []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
+		if exit, done := parseFlags(fs, args); done {
+			return exit
 		}
 		if fs.NArg() == 0 {
 			break
@@ -47,35 +42,5 @@ func Run(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	var inputs [2]*source.Input
-	for i, path := range operands {
-		in, err := source.Load(path, validate.Options{})
-		if err != nil {
-			fmt.Fprintf(stderr, "diff: %v\n", err)
-			return 1
-		}
-		inputs[i] = in
-	}
-	r, err := Compare(inputs[0], inputs[1])
-	if err != nil {
-		fmt.Fprintf(stderr, "diff: %v\n", err)
-		return 1
-	}
-	out := r.Markdown()
-	if *format == "json" {
-		out = r.JSON()
-	}
-	if _, err := stdout.Write(out); err != nil {
-		fmt.Fprintf(stderr, "diff: %v\n", err)
-		return 1
-	}
-	threshold := *failOn
-	if threshold == "none" {
-		threshold = ""
-	}
-	if r.Fails(threshold) {
-		fmt.Fprintf(stderr, "diff: findings at or above %s: failing as --fail-on asks\n", *failOn)
-		return 1
-	}
-	return 0
+	return diff.Run(ctx, diff.Options{Base: operands[0], Head: operands[1], Format: *format, FailOn: *failOn}, stdout, stderr)
 }

@@ -1,4 +1,4 @@
-package exporter_test
+package cli
 
 import (
 	"bufio"
@@ -16,13 +16,11 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/gpupolicy/gpupolicy/plugin/exporter"
 )
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	var out bytes.Buffer
-	if code := exporter.Run(context.Background(), []string{"--help"}, &out, &out); code != 0 {
+	if code := Main(context.Background(), []string{"--help"}, &out, &out); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
 	for _, f := range []string{"-listen", "-pod-resources-socket", "-interval", "-nvml-mock", "-pod-resources-refresh", "-hostname", "-log-level", ":9400", "dgxa100"} {
@@ -45,7 +43,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--nvml-mock", "dgx9", "--listen", "127.0.0.1:0"}, 1, `unknown --nvml-mock \"dgx9\"`},
 	} {
 		var out bytes.Buffer
-		code := exporter.Run(context.Background(), c.args, &out, &out)
+		code := Main(context.Background(), c.args, &out, &out)
 		if code != c.code || !strings.Contains(out.String(), c.want) {
 			t.Errorf("%v: exit %d (want %d), output %q should contain %q", c.args, code, c.code, out.String(), c.want)
 		}
@@ -101,7 +99,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	var code int
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		code = exporter.Run(ctx, []string{"--nvml-mock", "dgxa100", "--listen", addr, "--interval", "200ms",
+		code = Main(ctx, []string{"--nvml-mock", "dgxa100", "--listen", addr, "--interval", "200ms",
 			"--hostname", "node-x", "--pod-resources-socket", filepath.Join(t.TempDir(), "none.sock")}, io.Discard, &logs)
 	})
 	waitReady(t, addr)

@@ -1,4 +1,4 @@
-package deviceplugin
+package cli
 
 import (
 	"fmt"

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/kubelettest"
+)
+
+// shortDir is a temporary directory with a short path: unix socket paths must stay under 108
+// bytes, which t.TempDir's long names can exceed.
+func shortDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "dp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func startKubelet(t *testing.T, dir string) *kubelettest.Kubelet {
+	t.Helper()
+	k, err := kubelettest.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Stop)
+	return k
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCLIHelpDocumentsEveryFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("--help exit %d", code)
+	}
+	for _, flag := range []string{"-plugin-dir", "/var/lib/kubelet/device-plugins", "-config", "-host-root", "-nvml-mock", "dgxa100", "-probe-interval", "-node-name", "-log-format"} {
+		if !strings.Contains(errOut.String(), flag) {
+			t.Errorf("--help lacks %s:\n%s", flag, errOut.String())
+		}
+	}
+}
+
+func TestCLIErrors(t *testing.T) {
+	dir := shortDir(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		// This machine has no libnvidia-ml.so.1: the error says what to do.
+		{[]string{"--plugin-dir", dir}, 1, "libnvidia-ml.so.1 not found"},
+		{[]string{"--plugin-dir", dir, "--nvml-mock", "dgx-z"}, 1, "unknown --nvml-mock"},
+		{[]string{"--plugin-dir", filepath.Join(dir, "missing"), "--nvml-mock", "dgxa100"}, 1, "mount the kubelet's device-plugins directory"},
+		{[]string{"--config", writeConfig(t, "migStrategy: half\n"), "--nvml-mock", "dgxa100"}, 1, "field migStrategy"},
+		{[]string{"--log-format", "xml"}, 2, "--log-format"},
+		{[]string{"extra"}, 2, "unexpected arguments"},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), tc.args, &out, &errOut)
+		if code != tc.code || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %s; want exit %d with %q", tc.args, code, errOut.String(), tc.code, tc.want)
+		}
+	}
+}
+
+func TestCLIRunsUntilCancelled(t *testing.T) {
+	dir := shortDir(t)
+	k := startKubelet(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var errOut bytes.Buffer
+	go func() {
+		done <- Main(ctx, []string{"--plugin-dir", dir, "--nvml-mock", "dgxa100", "--node-name", "gpu-7"}, &bytes.Buffer{}, &errOut)
+	}()
+	select {
+	case <-k.Registrations:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no registration within 5s")
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
+		if !strings.Contains(line, `"node":"gpu-7"`) || !strings.Contains(line, `"stage":"device-plugin"`) {
+			t.Errorf("log line without node and stage: %s", line)
+		}
+	}
+}

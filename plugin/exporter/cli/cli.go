@@ -1,0 +1,98 @@
+// Package cli is gpu-exporter's command line: its flags and manual, the checks on their
+// values, and the logger; plugin/exporter serves with the options they make.
+// cmd/gpu-exporter only calls Main.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/exporter"
+	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+)
+
+// parseFlags returns the exporter's options and the --log-level.
+func parseFlags(args []string, stderr io.Writer) (o exporter.Options, logLevel string, err error) {
+	fs := flag.NewFlagSet("gpu-exporter", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Listen, "listen", ":9400", "address to serve /metrics, /healthz (liveness) and /readyz (first NVML snapshot taken) on")
+	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", exporter.DefaultPodResourcesSocket,
+		"kubelet pod-resources socket for pod/namespace/container labels; empty turns attribution off")
+	fs.DurationVar(&o.Interval, "interval", 15*time.Second, "how often NVML is read into the snapshot that scrapes serve")
+	fs.DurationVar(&o.PodResourcesRefresh, "pod-resources-refresh", 10*time.Second, "how often the pod-resources List runs in the background")
+	fs.StringVar(&o.NVMLMock, "nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(nvml.Mocks(), ", ")+")")
+	fs.StringVar(&o.Hostname, "hostname", "", "value of the Hostname label (default: $NODE_NAME, else the host name)")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: gpu-exporter [flags]
+
+Serves NVIDIA GPU metrics for Prometheus with dcgm-exporter's metric and label names, read from
+NVML on an interval (a scrape never waits on NVML), with pod/namespace/container labels from the
+kubelet pod-resources API (cached; no gRPC call per scrape) and gpupolicy_gpu_up per GPU.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, "", err
+	}
+	if fs.NArg() > 0 {
+		return o, "", fmt.Errorf("unexpected arguments %q: gpu-exporter takes flags only (see --help)", fs.Args())
+	}
+	if o.Interval < 100*time.Millisecond {
+		return o, "", fmt.Errorf("--interval %s is too short: use at least 100ms (the policy default is 15s)", o.Interval)
+	}
+	if o.PodResourcesRefresh < 100*time.Millisecond {
+		return o, "", fmt.Errorf("--pod-resources-refresh %s is too short: use at least 100ms", o.PodResourcesRefresh)
+	}
+	if o.Hostname == "" {
+		o.Hostname = os.Getenv("NODE_NAME")
+	}
+	if o.Hostname == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return o, "", fmt.Errorf("cannot determine the Hostname label: set --hostname or NODE_NAME: %w", err)
+		}
+		o.Hostname = h
+	}
+	return o, logLevel, nil
+}
+
+func newLogger(w io.Writer, level, node string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})).With("node", node), nil
+}
+
+// Main is the gpu-exporter command line (without the program name): it parses args, serves
+// until ctx ends and returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, logLevel, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "gpu-exporter:", err)
+		return 2
+	}
+	o.Logger, err = newLogger(stderr, logLevel, o.Hostname)
+	if err != nil {
+		fmt.Fprintln(stderr, "gpu-exporter:", err)
+		return 2
+	}
+	if err := exporter.Serve(ctx, o); err != nil {
+		o.Logger.Error("exporter stopped", "stage", "exporter", "error", err)
+		return 1
+	}
+	return 0
+}
