@@ -19,7 +19,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/collector"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/metrics"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/podresources"
-	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // DefaultPodResourcesSocket is where the kubelet serves the pod-resources API.
@@ -39,7 +39,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"kubelet pod-resources socket for pod/namespace/container labels; empty turns attribution off")
 	fs.DurationVar(&o.interval, "interval", 15*time.Second, "how often NVML is read into the snapshot that scrapes serve")
 	fs.DurationVar(&o.podRefresh, "pod-resources-refresh", 10*time.Second, "how often the pod-resources List runs in the background")
-	fs.StringVar(&o.mock, "nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(nvml.Mocks(), ", ")+")")
+	fs.StringVar(&o.mock, "nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(gpulib.Mocks(), ", ")+")")
 	fs.StringVar(&o.hostname, "hostname", "", "value of the Hostname label (default: $NODE_NAME, else the host name)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
@@ -110,7 +110,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // serve opens NVML and serves until ctx ends; ready (if not nil) receives the bound address.
 func serve(ctx context.Context, o *options, log *slog.Logger, ready chan<- string) error {
-	lib, err := nvml.Open(o.mock)
+	lib, err := gpulib.Open(o.mock)
 	if err != nil {
 		return err
 	}

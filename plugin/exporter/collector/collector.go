@@ -16,7 +16,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // Config tunes a Collector.
@@ -125,7 +125,7 @@ func (c *Collector) readIdentity(g *gpuState) {
 		complete = false
 	}
 	if pci, ret := g.dev.GetPciInfo(); c.ok(g, "nvmlDeviceGetPciInfo", ret) {
-		id.PCIBusID = gpunvml.BusID(pci)
+		id.PCIBusID = gpulib.BusID(pci)
 	} else {
 		complete = false
 	}

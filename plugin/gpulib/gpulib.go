@@ -1,7 +1,9 @@
-// Package nvml is the one seam between the node programs and NVIDIA's management library:
+// Package gpulib is the one seam between the node programs and NVIDIA's management library:
 // go-nvml's nvml.Interface, backed by the real libnvidia-ml.so.1 or, for demos and tests, by
-// a go-nvml mock server with telemetry filled in (--nvml-mock).
-package nvml
+// a go-nvml mock server with telemetry filled in (--nvml-mock), plus the readings of NVML's
+// answers that several programs share. It is not called nvml so that "nvml." in any file is
+// go-nvml itself, imported without an alias.
+package gpulib
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package nvml
+package gpulib
 
 // The device plugin's part of the mock: PCI bus ids, the NVLink/PCIe topology of a DGX A100
 // (eight GPUs, all-to-all through six NVSwitches, PCIe pairs under four switches, two NUMA

@@ -1,4 +1,4 @@
-package nvml
+package gpulib
 
 // MIG on the mock: ConfigureMIG partitions a GPU the way `nvidia-smi mig -cgi ... -C` does, and
 // the parent then enumerates MIG device handles that answer like real ones (UUID "MIG-...",

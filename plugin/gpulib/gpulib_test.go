@@ -1,11 +1,11 @@
-package nvml
+package gpulib
 
 import (
 	"errors"
 	"os"
 	"testing"
 
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
 func TestOpenMissingLibrary(t *testing.T) {
@@ -28,7 +28,7 @@ func TestOpenMockVersions(t *testing.T) {
 	defer lib.Shutdown()
 	v, ret := lib.SystemGetDriverVersion()
 	c, ret2 := lib.SystemGetCudaDriverVersion()
-	if ret != gonvml.SUCCESS || ret2 != gonvml.SUCCESS || v != "580.95.05" || CUDAVersion(c) != "13.0" {
+	if ret != nvml.SUCCESS || ret2 != nvml.SUCCESS || v != "580.95.05" || CUDAVersion(c) != "13.0" {
 		t.Fatalf("driver %q cuda %d", v, c)
 	}
 	if _, err := Open("nope"); err == nil {

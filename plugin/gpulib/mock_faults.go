@@ -1,4 +1,4 @@
-package nvml
+package gpulib
 
 // Fault injection and reconfiguration of the device mock, for tests and demos: XID and ECC
 // events delivered through NVML event sets, GPUs that stop answering, other topologies, MIG.

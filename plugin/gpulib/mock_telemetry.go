@@ -1,4 +1,4 @@
-package nvml
+package gpulib
 
 // The exporter's part of the mock: the telemetry a real GPU reports (utilisation, memory with
 // the driver's reserved share, temperatures, power, energy, clocks, ECC, remapped rows, PCIe
