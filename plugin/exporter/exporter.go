@@ -20,6 +20,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/metrics"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/podresources"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 // DefaultPodResourcesSocket is where the kubelet serves the pod-resources API.
@@ -39,7 +40,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"kubelet pod-resources socket for pod/namespace/container labels; empty turns attribution off")
 	fs.DurationVar(&o.interval, "interval", 15*time.Second, "how often NVML is read into the snapshot that scrapes serve")
 	fs.DurationVar(&o.podRefresh, "pod-resources-refresh", 10*time.Second, "how often the pod-resources List runs in the background")
-	fs.StringVar(&o.mock, "nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(gpulib.Mocks(), ", ")+")")
+	fs.StringVar(&o.mock, "nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(gpumock.Names(), ", ")+")")
 	fs.StringVar(&o.hostname, "hostname", "", "value of the Hostname label (default: $NODE_NAME, else the host name)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {

@@ -10,6 +10,8 @@ import (
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 // ErrLibraryNotFound is returned when libnvidia-ml.so.1 cannot be loaded on this host.
@@ -30,14 +32,14 @@ func ParseCUDAVersion(s string) (int, error) {
 	return major*1000 + minor*10, nil
 }
 
-// Open initialises NVML: the real library when mock is "", else the named mock (see Mocks)
-// changed by opts. The caller must call Shutdown on the returned interface.
-func Open(mock string, opts ...MockOption) (nvml.Interface, error) {
+// Open initialises NVML: the real library when mock is "", else the named mock (see
+// gpumock.Names) changed by opts. The caller must call Shutdown on the returned interface.
+func Open(mock string, opts ...gpumock.Option) (nvml.Interface, error) {
 	var lib nvml.Interface
 	if mock == "" {
 		lib = nvml.New()
 	} else {
-		m, err := NewMock(mock, opts...)
+		m, err := gpumock.New(mock, opts...)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 func TestOpenMissingLibrary(t *testing.T) {
@@ -21,7 +23,7 @@ func TestOpenMissingLibrary(t *testing.T) {
 }
 
 func TestOpenMockVersions(t *testing.T) {
-	lib, err := Open("dgxa100", WithDriverVersion("580.95.05"), WithCUDADriverVersion(13000))
+	lib, err := Open("dgxa100", gpumock.WithDriverVersion("580.95.05"), gpumock.WithCUDADriverVersion(13000))
 	if err != nil {
 		t.Fatal(err)
 	}

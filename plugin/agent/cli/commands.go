@@ -26,6 +26,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/agent/stages"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 func configFlag(fs *flag.FlagSet) *string {
@@ -122,7 +123,7 @@ func gateOnce(ctx context.Context, r *gate.Reconciler, e *env) error {
 // mockFlags registers --nvml-mock and the mock's versions; open returns NVML (nil, nil
 // when the real library is absent and optional is true).
 func mockFlags(fs *flag.FlagSet) func(optional bool) (nvml.Interface, error) {
-	mock := fs.String("nvml-mock", "", "demos and tests only: use the named NVML mock ("+strings.Join(gpulib.Mocks(), ", ")+") instead of libnvidia-ml.so.1")
+	mock := fs.String("nvml-mock", "", "demos and tests only: use the named NVML mock ("+strings.Join(gpumock.Names(), ", ")+") instead of libnvidia-ml.so.1")
 	drv := fs.String("mock-driver-version", "", "with --nvml-mock: the driver version the mock reports (default: the mock's own, 550.54.15)")
 	cuda := fs.String("mock-cuda-version", "", "with --nvml-mock: the CUDA driver version the mock reports, MAJOR.MINOR (default: the mock's own, 12.4)")
 	return func(optional bool) (nvml.Interface, error) {
@@ -133,7 +134,7 @@ func mockFlags(fs *flag.FlagSet) func(optional bool) (nvml.Interface, error) {
 				return nil, fmt.Errorf("--mock-cuda-version: %w", err)
 			}
 		}
-		lib, err := gpulib.Open(*mock, gpulib.WithDriverVersion(*drv), gpulib.WithCUDADriverVersion(c))
+		lib, err := gpulib.Open(*mock, gpumock.WithDriverVersion(*drv), gpumock.WithCUDADriverVersion(c))
 		if optional && (errors.Is(err, gpulib.ErrLibraryNotFound) || errors.Is(err, gpulib.ErrDriverNotLoaded)) {
 			return nil, nil
 		}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 // hostWithDriver writes a /proc/driver/nvidia/version under a fake host root.
@@ -82,7 +82,7 @@ func TestCompare(t *testing.T) {
 }
 
 func TestQueryNVMLDGXA100(t *testing.T) {
-	m, err := gpulib.NewMock("dgxa100", gpulib.WithDriverVersion("580.95.05"), gpulib.WithCUDADriverVersion(13000))
+	m, err := gpumock.New("dgxa100", gpumock.WithDriverVersion("580.95.05"), gpumock.WithCUDADriverVersion(13000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestQueryNVMLDGXA100(t *testing.T) {
 	if _, err := QueryNVML(m); err == nil || !strings.Contains(err.Error(), "SystemGetDriverVersion") {
 		t.Fatalf("driver call error: %v", err)
 	}
-	m, _ = gpulib.NewMock("dgxa100")
+	m, _ = gpumock.New("dgxa100")
 	m.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
 	if _, err := QueryNVML(m); err == nil || !strings.Contains(err.Error(), "SystemGetCudaDriverVersion") {
 		t.Fatalf("cuda call error: %v", err)

@@ -9,12 +9,12 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
-func mock(t *testing.T) *gpulib.Mock {
+func mock(t *testing.T) *gpumock.Mock {
 	t.Helper()
-	m, err := gpulib.NewMock("dgxa100", gpulib.WithDriverVersion("580.95.05"), gpulib.WithCUDADriverVersion(13000))
+	m, err := gpumock.New("dgxa100", gpumock.WithDriverVersion("580.95.05"), gpumock.WithCUDADriverVersion(13000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,30 +52,30 @@ func TestFromNVMLDGXA100(t *testing.T) {
 
 // Every NVML call the labels make fails on its own once; the error must name the call.
 func TestFromNVMLErrorsPerCall(t *testing.T) {
-	fail := func(m *gpulib.Mock) *server.Device { return m.Devices[0].(*server.Device) }
-	cases := map[string]func(m *gpulib.Mock){
-		"DeviceGetCount": func(m *gpulib.Mock) {
+	fail := func(m *gpumock.Mock) *server.Device { return m.Devices[0].(*server.Device) }
+	cases := map[string]func(m *gpumock.Mock){
+		"DeviceGetCount": func(m *gpumock.Mock) {
 			m.DeviceGetCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
 		},
-		"SystemGetDriverVersion": func(m *gpulib.Mock) {
+		"SystemGetDriverVersion": func(m *gpumock.Mock) {
 			m.SystemGetDriverVersionFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNINITIALIZED }
 		},
-		"SystemGetCudaDriverVersion": func(m *gpulib.Mock) {
+		"SystemGetCudaDriverVersion": func(m *gpumock.Mock) {
 			m.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
 		},
-		"DeviceGetHandleByIndex": func(m *gpulib.Mock) {
+		"DeviceGetHandleByIndex": func(m *gpumock.Mock) {
 			m.DeviceGetHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_GPU_IS_LOST }
 		},
-		"DeviceGetName": func(m *gpulib.Mock) {
+		"DeviceGetName": func(m *gpumock.Mock) {
 			fail(m).GetNameFunc = func() (string, nvml.Return) { return "", nvml.ERROR_GPU_IS_LOST }
 		},
-		"DeviceGetMemoryInfo": func(m *gpulib.Mock) {
+		"DeviceGetMemoryInfo": func(m *gpumock.Mock) {
 			fail(m).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_UNKNOWN }
 		},
-		"DeviceGetCudaComputeCapability": func(m *gpulib.Mock) {
+		"DeviceGetCudaComputeCapability": func(m *gpumock.Mock) {
 			fail(m).GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_UNKNOWN }
 		},
-		"DeviceGetMigMode": func(m *gpulib.Mock) {
+		"DeviceGetMigMode": func(m *gpumock.Mock) {
 			fail(m).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_GPU_IS_LOST }
 		},
 	}
@@ -124,7 +124,7 @@ func TestPoolFor(t *testing.T) {
 }
 
 func BenchmarkFromNVML(b *testing.B) {
-	m, _ := gpulib.NewMock("dgxa100")
+	m, _ := gpumock.New("dgxa100")
 	dp := config.DevicePlugin{MIGStrategy: "none"}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -12,13 +12,13 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/devices"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/health"
-	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 // Without NVML events (drivers or GPUs that refuse them) the probes still catch a rising
 // uncorrected ECC count and a GPU that stops answering, and recovery follows the same rule.
 func TestProbesWithoutEvents(t *testing.T) {
-	m, err := gpulib.NewMock("dgxa100")
+	m, err := gpumock.New("dgxa100")
 	if err != nil {
 		t.Fatal(err)
 	}

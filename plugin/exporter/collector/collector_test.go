@@ -13,12 +13,12 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/collector"
-	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
-func newCollector(t *testing.T, mock string, interval time.Duration) (*gpulib.Mock, *collector.Collector) {
+func newCollector(t *testing.T, mock string, interval time.Duration) (*gpumock.Mock, *collector.Collector) {
 	t.Helper()
-	m, err := gpulib.NewMock(mock)
+	m, err := gpumock.New(mock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestSnapshotIsPublishedAndImmutable(t *testing.T) {
 }
 
 func TestIntervalMustBePositive(t *testing.T) {
-	m, _ := gpulib.NewMock("dgxa100")
+	m, _ := gpumock.New("dgxa100")
 	if _, err := collector.New(m, collector.Config{}); err == nil {
 		t.Fatal("zero interval accepted")
 	}
@@ -161,7 +161,7 @@ func TestIntervalMustBePositive(t *testing.T) {
 // BenchmarkCollect: one NVML collection of 8 GPUs x 7 MIG devices on the mock (the work done
 // every --interval, off the scrape path).
 func BenchmarkCollect(b *testing.B) {
-	m, err := gpulib.NewMock("dgxa100")
+	m, err := gpumock.New("dgxa100")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func BenchmarkCollect(b *testing.B) {
 }
 
 func TestGPUWithoutHandleAtStartIsReportedDown(t *testing.T) {
-	m, err := gpulib.NewMock("dgxa100")
+	m, err := gpumock.New("dgxa100")
 	if err != nil {
 		t.Fatal(err)
 	}
