@@ -1,8 +1,9 @@
 // Package gpulib is the one seam between the node programs and NVIDIA's management library:
 // go-nvml's nvml.Interface, backed by the real libnvidia-ml.so.1 or, for demos and tests, by
-// a go-nvml mock server with telemetry filled in (--nvml-mock), plus the readings of NVML's
-// answers that several programs share. It is not called nvml so that "nvml." in any file is
-// go-nvml itself, imported without an alias.
+// a go-nvml mock server with telemetry filled in (--nvml-mock, package gpumock), plus what
+// several programs share: the readings of NVML's answers and the one NVML event loop
+// (EventWatcher). It is not called nvml so that "nvml." in any file is go-nvml itself,
+// imported without an alias.
 package gpulib
 
 import (

@@ -39,7 +39,7 @@ type Collector struct {
 	gpmBuf      *nvml.GpmMetricsGetType
 	collections uint64
 	snap        atomic.Pointer[Snapshot]
-	kick        chan struct{} // an XID arrived: publish it without waiting for the interval
+	kick        chan struct{} // an XID arrived or a GPU was lost: publish it without waiting for the interval
 }
 
 // gpuState is the collector's per-GPU memory between cycles.
@@ -283,7 +283,8 @@ func (c *Collector) sampleGPM(g *gpuState, v *Values) {
 	}
 }
 
-// Run collects immediately, then every interval (and right after an XID event) until ctx ends.
+// Run collects immediately, then every interval (and right after an XID event or a lost GPU)
+// until ctx ends.
 func (c *Collector) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.watchXIDs(ctx) })

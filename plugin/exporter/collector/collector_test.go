@@ -7,10 +7,12 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/collector"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
@@ -65,6 +67,48 @@ func TestXIDFromEventSetReachesSnapshot(t *testing.T) {
 			t.Fatalf("XID 79 on GPU 2 not in the snapshot within 5s (interval is 1h: the XID must trigger a collection)")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A GPU that falls off the bus makes NVML's event wait answer ERROR_GPU_IS_LOST: the collector
+// counts it and publishes the lost GPU's up=0 at once, not at the next interval.
+func TestLostGPUFromEventSetReachesSnapshot(t *testing.T) {
+	m, c := newCollector(t, "dgxa100", time.Hour) // only the lost GPU may trigger the second collection
+	var lost atomic.Bool
+	create := m.EventSetCreateFunc
+	m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		set, ret := create()
+		s := set.(*mock.EventSet)
+		wait := s.WaitFunc
+		s.WaitFunc = func(timeoutMs uint32) (nvml.EventData, nvml.Return) {
+			if lost.Load() {
+				return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST
+			}
+			return wait(timeoutMs)
+		}
+		return set, ret
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	for c.Snapshot() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	if err := m.SetLost(5, true); err != nil {
+		t.Fatal(err)
+	}
+	lost.Store(true)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if s := c.Snapshot(); !s.GPUs[5].Up {
+			if !s.GPUs[4].Up || !slices.Contains(s.CallErrors, collector.CallError{Call: "nvmlEventSetWait", Error: "ERROR_GPU_IS_LOST", Count: 1}) {
+				t.Fatalf("after GPU 5 was lost: GPU 4 up=%v, call errors %+v", s.GPUs[4].Up, s.CallErrors)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lost GPU 5 not down in the snapshot within 5s (interval is 1h: the lost GPU must trigger a collection)")
+		}
 	}
 }
 
