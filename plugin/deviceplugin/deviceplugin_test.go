@@ -17,7 +17,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/server"
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 var grpcWaitForReady = grpc.WaitForReady(true)
@@ -206,15 +206,15 @@ func TestPreferredAllocationDGXA100(t *testing.T) {
 }
 
 // hybridCubeMesh is a DGX-1-like topology without NVSwitch: NVLinks only between some pairs.
-func hybridCubeMesh(m *gpunvml.Mock) error {
-	t := gpunvml.DGXA100Topology(8)
+func hybridCubeMesh(m *gpumock.Mock) error {
+	t := gpumock.DGXA100Topology(8)
 	pairs := map[[2]int]int{{0, 1}: 1, {0, 2}: 1, {0, 3}: 2, {0, 4}: 2, {1, 2}: 2, {1, 3}: 1, {1, 5}: 2, {2, 3}: 1, {2, 6}: 1,
 		{3, 7}: 1, {4, 5}: 1, {4, 6}: 1, {4, 7}: 2, {5, 6}: 2, {5, 7}: 1, {6, 7}: 1}
-	t.Links = make([][]gpunvml.MockLink, 8)
+	t.Links = make([][]gpumock.Link, 8)
 	for p, n := range pairs {
 		for range n {
-			t.Links[p[0]] = append(t.Links[p[0]], gpunvml.MockLink{GPU: p[1], Switch: -1})
-			t.Links[p[1]] = append(t.Links[p[1]], gpunvml.MockLink{GPU: p[0], Switch: -1})
+			t.Links[p[0]] = append(t.Links[p[0]], gpumock.Link{GPU: p[1], Switch: -1})
+			t.Links[p[1]] = append(t.Links[p[1]], gpumock.Link{GPU: p[0], Switch: -1})
 		}
 	}
 	return m.SetTopology(t)
@@ -261,7 +261,7 @@ func TestPreferredAllocationSkipsUnhealthy(t *testing.T) {
 
 func TestMIGMixed(t *testing.T) {
 	h, k := newHarness(t, setup{kubelet: true, cfg: func(c *config.DevicePlugin) { c.MIGStrategy = "mixed" },
-		mock: func(m *gpunvml.Mock) error {
+		mock: func(m *gpumock.Mock) error {
 			one := nvml.GPU_INSTANCE_PROFILE_1_SLICE
 			if err := m.ConfigureMIG(0, one, one, one, one, one, one, one); err != nil {
 				return err
@@ -304,7 +304,7 @@ func TestMIGMixed(t *testing.T) {
 func TestMIGSingle(t *testing.T) {
 	three := nvml.GPU_INSTANCE_PROFILE_3_SLICE
 	h, k := newHarness(t, setup{kubelet: true, cfg: func(c *config.DevicePlugin) { c.MIGStrategy = "single" },
-		mock: func(m *gpunvml.Mock) error {
+		mock: func(m *gpumock.Mock) error {
 			for i := range 8 {
 				if err := m.ConfigureMIG(i, three, three); err != nil {
 					return err
@@ -327,7 +327,7 @@ func TestMIGSingle(t *testing.T) {
 // A GPU that cannot be identified at start (fallen off the bus) is left out; the others are
 // advertised and allocated around the gap, and a GPU whose MIG query fails is still served.
 func TestBrokenGPUAtStartDoesNotStopTheNode(t *testing.T) {
-	h, k := newHarness(t, setup{kubelet: true, mock: func(m *gpunvml.Mock) error {
+	h, k := newHarness(t, setup{kubelet: true, mock: func(m *gpumock.Mock) error {
 		m.Devices[3].(*nvmlserver.Device).GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_GPU_IS_LOST }
 		m.Devices[5].(*nvmlserver.Device).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_UNKNOWN }
 		return nil

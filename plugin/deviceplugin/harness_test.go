@@ -15,7 +15,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/kubelettest"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/server"
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 // harness runs a Manager on the dgxa100 mock in a short temp dir (unix socket paths must stay
@@ -24,7 +24,7 @@ type harness struct {
 	t     testing.TB
 	dir   string
 	root  string
-	mock  *gpunvml.Mock
+	mock  *gpumock.Mock
 	mgr   *deviceplugin.Manager
 	uuids []string
 	stop  func()
@@ -33,7 +33,7 @@ type harness struct {
 
 type setup struct {
 	cfg     func(*config.DevicePlugin)
-	mock    func(*gpunvml.Mock) error
+	mock    func(*gpumock.Mock) error
 	kubelet bool          // start the test kubelet before the plugin
 	probe   time.Duration // health probe interval; 20ms when zero
 	// productionRetry keeps the registration retry defaults instead of the tests' fast ones.
@@ -52,7 +52,7 @@ func shortDir(t testing.TB) string {
 func newHarness(t testing.TB, s setup) (*harness, *kubelettest.Kubelet) {
 	t.Helper()
 	h := &harness{t: t, dir: shortDir(t), root: shortDir(t), done: make(chan error, 1)}
-	m, err := gpunvml.NewMock("dgxa100")
+	m, err := gpumock.New("dgxa100")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 func healthyExcept(l []*pluginapi.Device, bad ...string) bool {
@@ -100,7 +100,7 @@ func TestHealthChecksDisabledIgnoresXIDs(t *testing.T) {
 func TestMIGXIDMarksOnlyThatInstance(t *testing.T) {
 	one := nvml.GPU_INSTANCE_PROFILE_1_SLICE
 	h, k := newHarness(t, setup{kubelet: true, cfg: func(c *config.DevicePlugin) { c.MIGStrategy = "mixed" },
-		mock: func(m *gpunvml.Mock) error { return m.ConfigureMIG(0, one, one, one) }})
+		mock: func(m *gpumock.Mock) error { return m.ConfigureMIG(0, one, one, one) }})
 	waitRegistrations(t, k, 2, 5*time.Second)
 	lists := watch(t, h.client(k, "nvidia.com/mig-1g.5gb"))
 	first := next(t, lists, 5*time.Second, "3 MIG devices", func(l []*pluginapi.Device) bool { return len(l) == 3 })

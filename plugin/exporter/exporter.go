@@ -17,7 +17,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/collector"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/metrics"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/podresources"
-	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // DefaultPodResourcesSocket is where the kubelet serves the pod-resources API.
@@ -42,7 +42,7 @@ func Serve(ctx context.Context, o Options) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	lib, err := nvml.Open(o.NVMLMock)
+	lib, err := gpulib.Open(o.NVMLMock)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/agentcfg"
@@ -25,7 +25,8 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/stages"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 func configFlag(fs *flag.FlagSet) *string {
@@ -121,20 +122,20 @@ func gateOnce(ctx context.Context, r *gate.Reconciler, e *env) error {
 
 // mockFlags registers --nvml-mock and the mock's versions; open returns NVML (nil, nil
 // when the real library is absent and optional is true).
-func mockFlags(fs *flag.FlagSet) func(optional bool) (gonvml.Interface, error) {
-	mock := fs.String("nvml-mock", "", "demos and tests only: use the named NVML mock ("+strings.Join(nvml.Mocks(), ", ")+") instead of libnvidia-ml.so.1")
+func mockFlags(fs *flag.FlagSet) func(optional bool) (nvml.Interface, error) {
+	mock := fs.String("nvml-mock", "", "demos and tests only: use the named NVML mock ("+strings.Join(gpumock.Names(), ", ")+") instead of libnvidia-ml.so.1")
 	drv := fs.String("mock-driver-version", "", "with --nvml-mock: the driver version the mock reports (default: the mock's own, 550.54.15)")
 	cuda := fs.String("mock-cuda-version", "", "with --nvml-mock: the CUDA driver version the mock reports, MAJOR.MINOR (default: the mock's own, 12.4)")
-	return func(optional bool) (gonvml.Interface, error) {
+	return func(optional bool) (nvml.Interface, error) {
 		var c int
 		if *cuda != "" {
 			var err error
-			if c, err = nvml.ParseCUDAVersion(*cuda); err != nil {
+			if c, err = gpulib.ParseCUDAVersion(*cuda); err != nil {
 				return nil, fmt.Errorf("--mock-cuda-version: %w", err)
 			}
 		}
-		lib, err := nvml.Open(*mock, nvml.WithDriverVersion(*drv), nvml.WithCUDADriverVersion(c))
-		if optional && (errors.Is(err, nvml.ErrLibraryNotFound) || errors.Is(err, nvml.ErrDriverNotLoaded)) {
+		lib, err := gpulib.Open(*mock, gpumock.WithDriverVersion(*drv), gpumock.WithCUDADriverVersion(c))
+		if optional && (errors.Is(err, gpulib.ErrLibraryNotFound) || errors.Is(err, gpulib.ErrDriverNotLoaded)) {
 			return nil, nil
 		}
 		return lib, err

@@ -10,11 +10,11 @@ import (
 	"regexp"
 	"strings"
 
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // ProcVersionFile is the kernel module's version file (host path).
@@ -59,18 +59,18 @@ type NVMLVersions struct {
 }
 
 // QueryNVML reads the driver and CUDA driver versions.
-func QueryNVML(lib gonvml.Interface) (NVMLVersions, error) {
+func QueryNVML(lib nvml.Interface) (NVMLVersions, error) {
 	var out NVMLVersions
 	v, ret := lib.SystemGetDriverVersion()
-	if ret != gonvml.SUCCESS {
-		return out, fmt.Errorf("nvml SystemGetDriverVersion: %s", gonvml.ErrorString(ret))
+	if ret != nvml.SUCCESS {
+		return out, fmt.Errorf("nvml SystemGetDriverVersion: %s", nvml.ErrorString(ret))
 	}
 	out.Driver = v
 	c, ret := lib.SystemGetCudaDriverVersion()
-	if ret != gonvml.SUCCESS {
-		return out, fmt.Errorf("nvml SystemGetCudaDriverVersion: %s", gonvml.ErrorString(ret))
+	if ret != nvml.SUCCESS {
+		return out, fmt.Errorf("nvml SystemGetCudaDriverVersion: %s", nvml.ErrorString(ret))
 	}
-	out.CUDA = nvml.CUDAVersion(c)
+	out.CUDA = gpulib.CUDAVersion(c)
 	return out, nil
 }
 
@@ -117,8 +117,8 @@ func Compare(pol config.AgentDriver, cudaVersion, found string, nv *NVMLVersions
 		v.Satisfied = false
 		v.Reason += fmt.Sprintf("; NVML library is %s but the kernel module is %s: user-space and kernel driver differ (reboot or reinstall the driver)", nv.Driver, found)
 	}
-	if need, err := nvml.ParseCUDAVersion(cudaVersion); err == nil && nv.CUDA != "" {
-		if have, err := nvml.ParseCUDAVersion(nv.CUDA); err == nil && have < need {
+	if need, err := gpulib.ParseCUDAVersion(cudaVersion); err == nil && nv.CUDA != "" {
+		if have, err := gpulib.ParseCUDAVersion(nv.CUDA); err == nil && have < need {
 			v.Satisfied = false
 			v.Reason += fmt.Sprintf("; driver supports CUDA up to %s but the policy's cuda.version is %s", nv.CUDA, cudaVersion)
 		}

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"testing"
 
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 // hostWithDriver writes a /proc/driver/nvidia/version under a fake host root.
@@ -82,7 +82,7 @@ func TestCompare(t *testing.T) {
 }
 
 func TestQueryNVMLDGXA100(t *testing.T) {
-	m, err := nvml.NewMock("dgxa100", nvml.WithDriverVersion("580.95.05"), nvml.WithCUDADriverVersion(13000))
+	m, err := gpumock.New("dgxa100", gpumock.WithDriverVersion("580.95.05"), gpumock.WithCUDADriverVersion(13000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,12 +90,12 @@ func TestQueryNVMLDGXA100(t *testing.T) {
 	if err != nil || got.Driver != "580.95.05" || got.CUDA != "13.0" {
 		t.Fatalf("%+v %v", got, err)
 	}
-	m.SystemGetDriverVersionFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_UNINITIALIZED }
+	m.SystemGetDriverVersionFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNINITIALIZED }
 	if _, err := QueryNVML(m); err == nil || !strings.Contains(err.Error(), "SystemGetDriverVersion") {
 		t.Fatalf("driver call error: %v", err)
 	}
-	m, _ = nvml.NewMock("dgxa100")
-	m.SystemGetCudaDriverVersionFunc = func() (int, gonvml.Return) { return 0, gonvml.ERROR_UNKNOWN }
+	m, _ = gpumock.New("dgxa100")
+	m.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
 	if _, err := QueryNVML(m); err == nil || !strings.Contains(err.Error(), "SystemGetCudaDriverVersion") {
 		t.Fatalf("cuda call error: %v", err)
 	}

@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // Label keys (gpu-feature-discovery's).
@@ -46,8 +46,8 @@ const (
 )
 
 // nvmlError names the failing call so a broken GPU or driver is diagnosable from the log.
-func nvmlError(call string, ret gonvml.Return) error {
-	return fmt.Errorf("nvml %s: %s", call, gonvml.ErrorString(ret))
+func nvmlError(call string, ret nvml.Return) error {
+	return fmt.Errorf("nvml %s: %s", call, nvml.ErrorString(ret))
 }
 
 // Family maps a CUDA compute capability to gpu-feature-discovery's architecture family.
@@ -98,16 +98,16 @@ func sanitize(s string) string {
 
 // FromNVML computes the labels for a node with the given device plugin settings. GPU labels
 // describe device 0, as gpu-feature-discovery's do (nodes are homogeneous in practice).
-func FromNVML(lib gonvml.Interface, dp config.DevicePlugin) (map[string]string, error) {
+func FromNVML(lib nvml.Interface, dp config.DevicePlugin) (map[string]string, error) {
 	out := map[string]string{}
 	count, ret := lib.DeviceGetCount()
-	if ret != gonvml.SUCCESS {
+	if ret != nvml.SUCCESS {
 		return nil, nvmlError("DeviceGetCount", ret)
 	}
 	out[Count] = strconv.Itoa(count)
 
 	drv, ret := lib.SystemGetDriverVersion()
-	if ret != gonvml.SUCCESS {
+	if ret != nvml.SUCCESS {
 		return nil, nvmlError("SystemGetDriverVersion", ret)
 	}
 	parts := append(strings.SplitN(drv, ".", 3), "", "")
@@ -115,11 +115,11 @@ func FromNVML(lib gonvml.Interface, dp config.DevicePlugin) (map[string]string, 
 	out[LegacyDriverMajor], out[LegacyDriverMinor], out[LegacyDriverRev] = parts[0], parts[1], parts[2]
 
 	cuda, ret := lib.SystemGetCudaDriverVersion()
-	if ret != gonvml.SUCCESS {
+	if ret != nvml.SUCCESS {
 		return nil, nvmlError("SystemGetCudaDriverVersion", ret)
 	}
 	cmaj, cmin := strconv.Itoa(cuda/1000), strconv.Itoa(cuda%1000/10)
-	out[RuntimeVersionFull], out[RuntimeVersionMajor], out[RuntimeVersionMinor] = nvml.CUDAVersion(cuda), cmaj, cmin
+	out[RuntimeVersionFull], out[RuntimeVersionMajor], out[RuntimeVersionMinor] = gpulib.CUDAVersion(cuda), cmaj, cmin
 	out[LegacyRuntimeMajor], out[LegacyRuntimeMinor] = cmaj, cmin
 
 	if count > 0 {
@@ -144,32 +144,32 @@ func FromNVML(lib gonvml.Interface, dp config.DevicePlugin) (map[string]string, 
 	return out, nil
 }
 
-func deviceLabels(lib gonvml.Interface, out map[string]string) error {
+func deviceLabels(lib nvml.Interface, out map[string]string) error {
 	dev, ret := lib.DeviceGetHandleByIndex(0)
-	if ret != gonvml.SUCCESS {
+	if ret != nvml.SUCCESS {
 		return nvmlError("DeviceGetHandleByIndex(0)", ret)
 	}
 	name, ret := dev.GetName()
-	if ret != gonvml.SUCCESS {
+	if ret != nvml.SUCCESS {
 		return nvmlError("DeviceGetName", ret)
 	}
 	out[Product] = sanitize(name)
 	mem, ret := dev.GetMemoryInfo()
-	if ret != gonvml.SUCCESS {
+	if ret != nvml.SUCCESS {
 		return nvmlError("DeviceGetMemoryInfo", ret)
 	}
 	out[Memory] = strconv.FormatUint(mem.Total/(1024*1024), 10)
 	major, minor, ret := dev.GetCudaComputeCapability()
-	if ret != gonvml.SUCCESS {
+	if ret != nvml.SUCCESS {
 		return nvmlError("DeviceGetCudaComputeCapability", ret)
 	}
 	out[ComputeMajor], out[ComputeMinor] = strconv.Itoa(major), strconv.Itoa(minor)
 	out[Family] = family(major, minor)
 	_, _, ret = dev.GetMigMode()
 	switch ret {
-	case gonvml.SUCCESS:
+	case nvml.SUCCESS:
 		out[MIGCapable] = "true"
-	case gonvml.ERROR_NOT_SUPPORTED:
+	case nvml.ERROR_NOT_SUPPORTED:
 		out[MIGCapable] = migNotSupportedValue
 	default:
 		return nvmlError("DeviceGetMigMode", ret)

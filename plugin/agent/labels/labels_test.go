@@ -5,16 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
-func mock(t *testing.T) *nvml.Mock {
+func mock(t *testing.T) *gpumock.Mock {
 	t.Helper()
-	m, err := nvml.NewMock("dgxa100", nvml.WithDriverVersion("580.95.05"), nvml.WithCUDADriverVersion(13000))
+	m, err := gpumock.New("dgxa100", gpumock.WithDriverVersion("580.95.05"), gpumock.WithCUDADriverVersion(13000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,31 +52,31 @@ func TestFromNVMLDGXA100(t *testing.T) {
 
 // Every NVML call the labels make fails on its own once; the error must name the call.
 func TestFromNVMLErrorsPerCall(t *testing.T) {
-	fail := func(m *nvml.Mock) *server.Device { return m.Devices[0].(*server.Device) }
-	cases := map[string]func(m *nvml.Mock){
-		"DeviceGetCount": func(m *nvml.Mock) {
-			m.DeviceGetCountFunc = func() (int, gonvml.Return) { return 0, gonvml.ERROR_UNKNOWN }
+	fail := func(m *gpumock.Mock) *server.Device { return m.Devices[0].(*server.Device) }
+	cases := map[string]func(m *gpumock.Mock){
+		"DeviceGetCount": func(m *gpumock.Mock) {
+			m.DeviceGetCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
 		},
-		"SystemGetDriverVersion": func(m *nvml.Mock) {
-			m.SystemGetDriverVersionFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_UNINITIALIZED }
+		"SystemGetDriverVersion": func(m *gpumock.Mock) {
+			m.SystemGetDriverVersionFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNINITIALIZED }
 		},
-		"SystemGetCudaDriverVersion": func(m *nvml.Mock) {
-			m.SystemGetCudaDriverVersionFunc = func() (int, gonvml.Return) { return 0, gonvml.ERROR_UNKNOWN }
+		"SystemGetCudaDriverVersion": func(m *gpumock.Mock) {
+			m.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
 		},
-		"DeviceGetHandleByIndex": func(m *nvml.Mock) {
-			m.DeviceGetHandleByIndexFunc = func(int) (gonvml.Device, gonvml.Return) { return nil, gonvml.ERROR_GPU_IS_LOST }
+		"DeviceGetHandleByIndex": func(m *gpumock.Mock) {
+			m.DeviceGetHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_GPU_IS_LOST }
 		},
-		"DeviceGetName": func(m *nvml.Mock) {
-			fail(m).GetNameFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_GPU_IS_LOST }
+		"DeviceGetName": func(m *gpumock.Mock) {
+			fail(m).GetNameFunc = func() (string, nvml.Return) { return "", nvml.ERROR_GPU_IS_LOST }
 		},
-		"DeviceGetMemoryInfo": func(m *nvml.Mock) {
-			fail(m).GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) { return gonvml.Memory{}, gonvml.ERROR_UNKNOWN }
+		"DeviceGetMemoryInfo": func(m *gpumock.Mock) {
+			fail(m).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_UNKNOWN }
 		},
-		"DeviceGetCudaComputeCapability": func(m *nvml.Mock) {
-			fail(m).GetCudaComputeCapabilityFunc = func() (int, int, gonvml.Return) { return 0, 0, gonvml.ERROR_UNKNOWN }
+		"DeviceGetCudaComputeCapability": func(m *gpumock.Mock) {
+			fail(m).GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_UNKNOWN }
 		},
-		"DeviceGetMigMode": func(m *nvml.Mock) {
-			fail(m).GetMigModeFunc = func() (int, int, gonvml.Return) { return 0, 0, gonvml.ERROR_GPU_IS_LOST }
+		"DeviceGetMigMode": func(m *gpumock.Mock) {
+			fail(m).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_GPU_IS_LOST }
 		},
 	}
 	for call, breakIt := range cases {
@@ -93,7 +93,7 @@ func TestFromNVMLErrorsPerCall(t *testing.T) {
 func TestMIGNotSupported(t *testing.T) {
 	m := mock(t)
 	for _, d := range m.Devices {
-		d.(*server.Device).GetMigModeFunc = func() (int, int, gonvml.Return) { return 0, 0, gonvml.ERROR_NOT_SUPPORTED }
+		d.(*server.Device).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
 	}
 	got, err := FromNVML(m, config.DevicePlugin{})
 	if err != nil || got[MIGCapable] != "false" || got[MIGStrategy] != "none" || got[Replicas] != "1" || got[SharingStrategy] != "none" {
@@ -124,7 +124,7 @@ func TestPoolFor(t *testing.T) {
 }
 
 func BenchmarkFromNVML(b *testing.B) {
-	m, _ := nvml.NewMock("dgxa100")
+	m, _ := gpumock.New("dgxa100")
 	dp := config.DevicePlugin{MIGStrategy: "none"}
 	b.ReportAllocs()
 	for b.Loop() {

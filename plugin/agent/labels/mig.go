@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // MIG strategies (devicePlugin.migStrategy), as gpu-feature-discovery and the device plugin
@@ -23,45 +23,45 @@ const (
 // migProfile is one MIG device's shape.
 type migProfile struct {
 	name string
-	attr gonvml.DeviceAttributes
+	attr nvml.DeviceAttributes
 }
 
 // migInventory lists, per GPU, whether MIG is enabled and its MIG devices.
-func migInventory(lib gonvml.Interface, count int) (enabled []bool, devices [][]migProfile, err error) {
+func migInventory(lib nvml.Interface, count int) (enabled []bool, devices [][]migProfile, err error) {
 	enabled, devices = make([]bool, count), make([][]migProfile, count)
 	for i := range count {
 		dev, ret := lib.DeviceGetHandleByIndex(i)
-		if ret != gonvml.SUCCESS {
+		if ret != nvml.SUCCESS {
 			return nil, nil, nvmlError(fmt.Sprintf("DeviceGetHandleByIndex(%d)", i), ret)
 		}
 		mode, _, ret := dev.GetMigMode()
-		if ret == gonvml.ERROR_NOT_SUPPORTED {
+		if ret == nvml.ERROR_NOT_SUPPORTED {
 			continue
 		}
-		if ret != gonvml.SUCCESS {
+		if ret != nvml.SUCCESS {
 			return nil, nil, nvmlError("DeviceGetMigMode", ret)
 		}
-		if mode != gonvml.DEVICE_MIG_ENABLE {
+		if mode != nvml.DEVICE_MIG_ENABLE {
 			continue
 		}
 		enabled[i] = true
 		slots, ret := dev.GetMaxMigDeviceCount()
-		if ret != gonvml.SUCCESS {
+		if ret != nvml.SUCCESS {
 			return nil, nil, nvmlError("DeviceGetMaxMigDeviceCount", ret)
 		}
 		for s := range slots {
 			mig, ret := dev.GetMigDeviceHandleByIndex(s)
-			if ret == gonvml.ERROR_NOT_FOUND || ret == gonvml.ERROR_INVALID_ARGUMENT {
+			if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
 				continue // an empty slot
 			}
-			if ret != gonvml.SUCCESS {
+			if ret != nvml.SUCCESS {
 				return nil, nil, nvmlError("DeviceGetMigDeviceHandleByIndex", ret)
 			}
 			attr, ret := mig.GetAttributes()
-			if ret != gonvml.SUCCESS {
+			if ret != nvml.SUCCESS {
 				return nil, nil, nvmlError("DeviceGetAttributes", ret)
 			}
-			devices[i] = append(devices[i], migProfile{name: nvml.MIGProfileName(attr), attr: attr})
+			devices[i] = append(devices[i], migProfile{name: gpulib.MIGProfileName(attr), attr: attr})
 		}
 	}
 	return enabled, devices, nil
@@ -69,7 +69,7 @@ func migInventory(lib gonvml.Interface, count int) (enabled []bool, devices [][]
 
 // shapeLabels are the per-profile labels under prefix ("nvidia.com/gpu" for single,
 // "nvidia.com/mig-<profile>" for mixed).
-func shapeLabels(out map[string]string, prefix string, a gonvml.DeviceAttributes) {
+func shapeLabels(out map[string]string, prefix string, a nvml.DeviceAttributes) {
 	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 	out[prefix+".memory"] = strconv.FormatUint(a.MemorySizeMB, 10)
 	out[prefix+".multiprocessors"] = u(a.MultiprocessorCount)
@@ -86,7 +86,7 @@ func shapeLabels(out map[string]string, prefix string, a gonvml.DeviceAttributes
 // as nvidia.com/gpu, so the product, count and memory labels describe them (every GPU must
 // have MIG on with one profile, else the product says MIG-INVALID and the count is 0, as
 // gpu-feature-discovery does). mixed: one label group per profile.
-func migLabels(lib gonvml.Interface, count int, strategy string, out map[string]string) error {
+func migLabels(lib nvml.Interface, count int, strategy string, out map[string]string) error {
 	if strategy == MIGStrategyNone || count == 0 {
 		return nil
 	}
@@ -96,7 +96,7 @@ func migLabels(lib gonvml.Interface, count int, strategy string, out map[string]
 	}
 	switch strategy {
 	case MIGStrategySingle:
-		anyMIG, names := false, map[string]gonvml.DeviceAttributes{}
+		anyMIG, names := false, map[string]nvml.DeviceAttributes{}
 		total := 0
 		for i := range count {
 			anyMIG = anyMIG || enabled[i]
@@ -123,7 +123,7 @@ func migLabels(lib gonvml.Interface, count int, strategy string, out map[string]
 			shapeLabels(out, "nvidia.com/gpu", attr)
 		}
 	case MIGStrategyMixed:
-		counts, attrs := map[string]int{}, map[string]gonvml.DeviceAttributes{}
+		counts, attrs := map[string]int{}, map[string]nvml.DeviceAttributes{}
 		for i := range count {
 			for _, d := range devices[i] {
 				counts[d.name]++

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
@@ -12,7 +12,7 @@ import (
 func TestMIGSingle(t *testing.T) {
 	m := mock(t)
 	for gpu := range 8 {
-		if err := m.ConfigureMIG(gpu, gonvml.GPU_INSTANCE_PROFILE_1_SLICE, gonvml.GPU_INSTANCE_PROFILE_1_SLICE); err != nil {
+		if err := m.ConfigureMIG(gpu, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.GPU_INSTANCE_PROFILE_1_SLICE); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -37,10 +37,10 @@ func TestMIGSingle(t *testing.T) {
 
 func TestMIGMixed(t *testing.T) {
 	m := mock(t)
-	if err := m.ConfigureMIG(0, gonvml.GPU_INSTANCE_PROFILE_3_SLICE, gonvml.GPU_INSTANCE_PROFILE_4_SLICE); err != nil {
+	if err := m.ConfigureMIG(0, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_4_SLICE); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ConfigureMIG(1, gonvml.GPU_INSTANCE_PROFILE_3_SLICE); err != nil {
+	if err := m.ConfigureMIG(1, nvml.GPU_INSTANCE_PROFILE_3_SLICE); err != nil {
 		t.Fatal(err)
 	}
 	got, err := FromNVML(m, config.DevicePlugin{MIGStrategy: MIGStrategyMixed})

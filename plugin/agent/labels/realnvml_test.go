@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // TestRealNVML prints the feature labels of the host's real GPUs. It runs only on a GPU
@@ -16,7 +16,7 @@ func TestRealNVML(t *testing.T) {
 	if os.Getenv("GPUPOLICY_REAL_NVML") != "1" {
 		t.Skip("needs a GPU: set GPUPOLICY_REAL_NVML=1")
 	}
-	lib, err := gpunvml.Open("")
+	lib, err := gpulib.Open("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,8 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin"
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 const usage = `gpu-device-plugin advertises this node's NVIDIA GPUs to the kubelet (deviceplugin/v1beta1).
@@ -49,7 +50,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pluginDir := fs.String("plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device plugin directory; kubelet.sock is watched there and the plugin sockets are created there")
 	configFile := fs.String("config", "", "device plugin config (YAML, rendered by gpupolicy-fn into ConfigMap "+config.DevicePluginConfigMap+"[-<pool>]); empty: the GPUPolicy defaults")
 	hostRoot := fs.String("host-root", "/", "where the host's root filesystem is mounted; NUMA nodes are read from <host-root>/sys/bus/pci/devices")
-	mock := fs.String("nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(gpunvml.Mocks(), ", ")+")")
+	mock := fs.String("nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(gpumock.Names(), ", ")+")")
 	probe := fs.Duration("probe-interval", 5*time.Second, "how often each GPU is probed (answers NVML, uncorrected ECC count) for health and recovery")
 	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "node name for the logs (default $NODE_NAME)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
@@ -80,7 +81,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	lib, err := gpunvml.Open(*mock)
+	lib, err := gpulib.Open(*mock)
 	if err != nil {
 		log.Error("cannot open NVML", "error", err)
 		return 1

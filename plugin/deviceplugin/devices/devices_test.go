@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/devices"
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 func busID(s string) nvml.PciInfo {
@@ -30,7 +30,7 @@ func TestSysfsBusID(t *testing.T) {
 }
 
 func TestEnumerateMIGAndResources(t *testing.T) {
-	m, err := gpunvml.NewMock("dgxa100")
+	m, err := gpumock.New("dgxa100")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // GPU is one physical GPU as NVML reports it.
@@ -127,7 +127,7 @@ func enumerateMIG(dev nvml.Device) ([]MIG, error) {
 		if ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("MIG device %s: attributes: %s", m.UUID, nvml.ErrorString(ret))
 		}
-		m.Profile = gpunvml.MIGProfileName(attr)
+		m.Profile = gpulib.MIGProfileName(attr)
 		m.GIID, _ = h.GetGpuInstanceId()
 		m.CIID, _ = h.GetComputeInstanceId()
 		migs = append(migs, m)
@@ -137,7 +137,7 @@ func enumerateMIG(dev nvml.Device) ([]MIG, error) {
 
 // SysfsBusID converts NVML's bus id ("00000000:07:00.0") to the kernel's ("0000:07:00.0").
 func SysfsBusID(p nvml.PciInfo) string {
-	id := strings.ToLower(gpunvml.BusID(p))
+	id := strings.ToLower(gpulib.BusID(p))
 	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) > 4 {
 		id = dom[len(dom)-4:] + ":" + rest
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/devices"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // Defaults for Options fields left zero.
@@ -96,10 +97,13 @@ func New(lib nvml.Interface, gpus []devices.GPU, opts Options) *Monitor {
 // runs on Run's goroutine; it must not block for long.
 func (m *Monitor) Run(ctx context.Context, report func(Update)) {
 	events := make(chan nvml.EventData, 64)
-	if set := m.registerEvents(); set != nil {
+	if w := m.watchEvents(); w != nil {
 		done := make(chan struct{})
-		go m.waitEvents(ctx, set, events, done)
-		defer func() { <-done; set.Free() }()
+		go func() {
+			defer close(done)
+			w.Run(ctx, func(ev nvml.EventData, ret nvml.Return) { m.forwardEvent(ctx, ev, ret, events) })
+		}()
+		defer func() { <-done }()
 	}
 	ticker := time.NewTicker(m.opts.ProbeInterval)
 	defer ticker.Stop()
@@ -116,55 +120,38 @@ func (m *Monitor) Run(ctx context.Context, report func(Update)) {
 	}
 }
 
-// registerEvents creates an event set with every GPU's critical events; nil when NVML has no
-// events at all, in which case health rests on the probes.
-func (m *Monitor) registerEvents() nvml.EventSet {
-	set, ret := m.lib.EventSetCreate()
-	if ret != nvml.SUCCESS {
-		m.log.Warn("NVML event set unavailable; health relies on probes only", "error", nvml.ErrorString(ret))
-		return nil
+// watchEvents registers every GPU for its critical events; nil when NVML delivers none, in
+// which case health rests on the probes.
+func (m *Monitor) watchEvents() *gpulib.EventWatcher {
+	handles := make([]nvml.Device, len(m.gpus))
+	for i, g := range m.gpus {
+		handles[i] = g.Handle
 	}
-	for _, g := range m.gpus {
-		want := uint64(nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError)
-		supported, ret := g.Handle.GetSupportedEventTypes()
-		if ret == nvml.SUCCESS {
-			want &= supported
-		}
-		if ret := g.Handle.RegisterEvents(want, set); ret != nvml.SUCCESS {
-			m.log.Warn("GPU events unavailable; its health relies on probes only", "gpu", g.UUID, "error", nvml.ErrorString(ret))
+	w, failed := gpulib.NewEventWatcher(m.lib, handles, nvml.EventTypeXidCriticalError|nvml.EventTypeDoubleBitEccError, m.opts.WaitTimeout)
+	for _, f := range failed {
+		if f.Device < 0 {
+			m.log.Warn("NVML event set unavailable; health relies on probes only", "error", nvml.ErrorString(f.Ret))
+		} else {
+			m.log.Warn("GPU events unavailable; its health relies on probes only", "gpu", m.gpus[f.Device].UUID, "error", nvml.ErrorString(f.Ret))
 		}
 	}
-	return set
+	return w
 }
 
-func (m *Monitor) waitEvents(ctx context.Context, set nvml.EventSet, out chan<- nvml.EventData, done chan<- struct{}) {
-	defer close(done)
-	timeout := uint32(m.opts.WaitTimeout / time.Millisecond)
-	for ctx.Err() == nil {
-		ev, ret := set.Wait(timeout)
-		switch ret {
-		case nvml.SUCCESS:
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			}
-		case nvml.ERROR_TIMEOUT:
-		case nvml.ERROR_GPU_IS_LOST:
-			// NVML cannot say which GPU; the probes find it, the others recover after the period.
-			select {
-			case out <- nvml.EventData{EventType: nvml.EventTypeXidCriticalError, EventData: 79}:
-			case <-ctx.Done():
-				return
-			}
-		default:
-			m.log.Warn("NVML event wait failed", "error", nvml.ErrorString(ret))
-			select {
-			case <-time.After(m.opts.WaitTimeout):
-			case <-ctx.Done():
-				return
-			}
-		}
+// forwardEvent hands one report of the event watcher to Run's goroutine, which owns the state.
+func (m *Monitor) forwardEvent(ctx context.Context, ev nvml.EventData, ret nvml.Return, out chan<- nvml.EventData) {
+	switch ret {
+	case nvml.SUCCESS:
+	case nvml.ERROR_GPU_IS_LOST:
+		// NVML cannot say which GPU; the probes find it, the others recover after the period.
+		ev = nvml.EventData{EventType: nvml.EventTypeXidCriticalError, EventData: 79}
+	default:
+		m.log.Warn("NVML event wait failed", "error", nvml.ErrorString(ret))
+		return
+	}
+	select {
+	case out <- ev:
+	case <-ctx.Done():
 	}
 }
 

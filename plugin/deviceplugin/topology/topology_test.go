@@ -8,13 +8,13 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/devices"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/topology"
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 func graph(t testing.TB) *topology.Graph { return graphOf(t, "dgxa100") }
 
 func graphOf(t testing.TB, mock string) *topology.Graph {
-	m, err := gpunvml.NewMock(mock)
+	m, err := gpumock.New(mock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestDGXA100Graph(t *testing.T) {
 }
 
 func TestDGXH100Graph(t *testing.T) {
-	if !slices.Contains(gpunvml.Mocks(), "dgxh100") {
+	if !slices.Contains(gpumock.Names(), "dgxh100") {
 		t.Skip("no dgxh100 mock")
 	}
 	if g := graphOf(t, "dgxh100"); g.NVLinks[0][7] != 18 {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/exporter"
-	"github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 // parseFlags returns the exporter's options and the --log-level.
@@ -27,7 +27,7 @@ func parseFlags(args []string, stderr io.Writer) (o exporter.Options, logLevel s
 		"kubelet pod-resources socket for pod/namespace/container labels; empty turns attribution off")
 	fs.DurationVar(&o.Interval, "interval", 15*time.Second, "how often NVML is read into the snapshot that scrapes serve")
 	fs.DurationVar(&o.PodResourcesRefresh, "pod-resources-refresh", 10*time.Second, "how often the pod-resources List runs in the background")
-	fs.StringVar(&o.NVMLMock, "nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(nvml.Mocks(), ", ")+")")
+	fs.StringVar(&o.NVMLMock, "nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(gpumock.Names(), ", ")+")")
 	fs.StringVar(&o.Hostname, "hostname", "", "value of the Hostname label (default: $NODE_NAME, else the host name)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {

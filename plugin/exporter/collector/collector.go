@@ -16,7 +16,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // Config tunes a Collector.
@@ -39,7 +39,7 @@ type Collector struct {
 	gpmBuf      *nvml.GpmMetricsGetType
 	collections uint64
 	snap        atomic.Pointer[Snapshot]
-	kick        chan struct{} // an XID arrived: publish it without waiting for the interval
+	kick        chan struct{} // an XID arrived or a GPU was lost: publish it without waiting for the interval
 }
 
 // gpuState is the collector's per-GPU memory between cycles.
@@ -125,7 +125,7 @@ func (c *Collector) readIdentity(g *gpuState) {
 		complete = false
 	}
 	if pci, ret := g.dev.GetPciInfo(); c.ok(g, "nvmlDeviceGetPciInfo", ret) {
-		id.PCIBusID = gpunvml.BusID(pci)
+		id.PCIBusID = gpulib.BusID(pci)
 	} else {
 		complete = false
 	}
@@ -283,7 +283,8 @@ func (c *Collector) sampleGPM(g *gpuState, v *Values) {
 	}
 }
 
-// Run collects immediately, then every interval (and right after an XID event) until ctx ends.
+// Run collects immediately, then every interval (and right after an XID event or a lost GPU)
+// until ctx ends.
 func (c *Collector) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.watchXIDs(ctx) })

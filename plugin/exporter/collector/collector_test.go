@@ -7,18 +7,20 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/collector"
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
-func newCollector(t *testing.T, mock string, interval time.Duration) (*gpunvml.Mock, *collector.Collector) {
+func newCollector(t *testing.T, mock string, interval time.Duration) (*gpumock.Mock, *collector.Collector) {
 	t.Helper()
-	m, err := gpunvml.NewMock(mock)
+	m, err := gpumock.New(mock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +67,48 @@ func TestXIDFromEventSetReachesSnapshot(t *testing.T) {
 			t.Fatalf("XID 79 on GPU 2 not in the snapshot within 5s (interval is 1h: the XID must trigger a collection)")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A GPU that falls off the bus makes NVML's event wait answer ERROR_GPU_IS_LOST: the collector
+// counts it and publishes the lost GPU's up=0 at once, not at the next interval.
+func TestLostGPUFromEventSetReachesSnapshot(t *testing.T) {
+	m, c := newCollector(t, "dgxa100", time.Hour) // only the lost GPU may trigger the second collection
+	var lost atomic.Bool
+	create := m.EventSetCreateFunc
+	m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		set, ret := create()
+		s := set.(*mock.EventSet)
+		wait := s.WaitFunc
+		s.WaitFunc = func(timeoutMs uint32) (nvml.EventData, nvml.Return) {
+			if lost.Load() {
+				return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST
+			}
+			return wait(timeoutMs)
+		}
+		return set, ret
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	for c.Snapshot() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	if err := m.SetLost(5, true); err != nil {
+		t.Fatal(err)
+	}
+	lost.Store(true)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if s := c.Snapshot(); !s.GPUs[5].Up {
+			if !s.GPUs[4].Up || !slices.Contains(s.CallErrors, collector.CallError{Call: "nvmlEventSetWait", Error: "ERROR_GPU_IS_LOST", Count: 1}) {
+				t.Fatalf("after GPU 5 was lost: GPU 4 up=%v, call errors %+v", s.GPUs[4].Up, s.CallErrors)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lost GPU 5 not down in the snapshot within 5s (interval is 1h: the lost GPU must trigger a collection)")
+		}
 	}
 }
 
@@ -152,7 +196,7 @@ func TestSnapshotIsPublishedAndImmutable(t *testing.T) {
 }
 
 func TestIntervalMustBePositive(t *testing.T) {
-	m, _ := gpunvml.NewMock("dgxa100")
+	m, _ := gpumock.New("dgxa100")
 	if _, err := collector.New(m, collector.Config{}); err == nil {
 		t.Fatal("zero interval accepted")
 	}
@@ -161,7 +205,7 @@ func TestIntervalMustBePositive(t *testing.T) {
 // BenchmarkCollect: one NVML collection of 8 GPUs x 7 MIG devices on the mock (the work done
 // every --interval, off the scrape path).
 func BenchmarkCollect(b *testing.B) {
-	m, err := gpunvml.NewMock("dgxa100")
+	m, err := gpumock.New("dgxa100")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -185,7 +229,7 @@ func BenchmarkCollect(b *testing.B) {
 }
 
 func TestGPUWithoutHandleAtStartIsReportedDown(t *testing.T) {
-	m, err := gpunvml.NewMock("dgxa100")
+	m, err := gpumock.New("dgxa100")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package collector
 import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // migStatic is what does not change while a MIG device exists; read once per MIG UUID.
@@ -77,7 +77,7 @@ func (c *Collector) readMIGStatic(g *gpuState, md nvml.Device) (migStatic, bool)
 	if !c.ok(g, "nvmlDeviceGetAttributes", ret) {
 		return migStatic{}, false
 	}
-	return migStatic{giID: gi, ciID: ci, profile: gpunvml.MIGProfileName(attrs)}, true
+	return migStatic{giID: gi, ciID: ci, profile: gpulib.MIGProfileName(attrs)}, true
 }
 
 // sampleMIGGPM samples GPM for GPU instance gi (once per instance per cycle, shared by its

@@ -5,60 +5,75 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
-// waitTimeoutMs bounds one EventSet.Wait, so the watcher notices shutdown within that time.
-const waitTimeoutMs = 500
+// xidWaitTimeout bounds one NVML event wait, so the watcher notices shutdown within that time.
+const xidWaitTimeout = 500 * time.Millisecond
 
 // watchXIDs registers every GPU that supports it for XID critical-error events and records each
 // XID until ctx ends. Without event support (older GPUs, some mocks) the exporter still runs;
 // DCGM_FI_DEV_XID_ERRORS then stays 0.
 func (c *Collector) watchXIDs(ctx context.Context) {
-	set, ret := c.lib.EventSetCreate()
-	if ret != nvml.SUCCESS {
-		c.errs.add("nvmlEventSetCreate", ret)
-		c.log.Warn("XID events unavailable", "stage", "xid", "error", returnName(ret))
-		return
-	}
-	defer set.Free()
-	registered := 0
-	for _, g := range c.gpus {
+	handles := make([]nvml.Device, len(c.gpus))
+	for i, g := range c.gpus {
 		g.xmu.Lock()
-		dev := g.dev
+		handles[i] = g.dev
 		g.xmu.Unlock()
-		if dev == nil {
-			continue
+	}
+	w, failed := gpulib.NewEventWatcher(c.lib, handles, nvml.EventTypeXidCriticalError, xidWaitTimeout)
+	for _, f := range failed {
+		c.errs.add(f.Call, f.Ret)
+		if f.Device < 0 {
+			c.log.Warn("XID events unavailable", "stage", "xid", "error", returnName(f.Ret))
+			return
 		}
-		types, ret := dev.GetSupportedEventTypes()
-		if ret != nvml.SUCCESS || types&nvml.EventTypeXidCriticalError == 0 {
-			continue
-		}
-		if ret := dev.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
-			c.errs.add("nvmlDeviceRegisterEvents", ret)
-			c.log.Warn("XID events not registered", "stage", "xid", "gpu", g.index, "error", returnName(ret))
-			continue
-		}
-		registered++
+		c.log.Warn("XID events not registered", "stage", "xid", "gpu", c.gpus[f.Device].index, "error", returnName(f.Ret))
+	}
+	registered := 0
+	if w != nil {
+		registered = w.Registered()
 	}
 	c.log.Info("watching XID events", "stage", "xid", "gpus", registered)
-	if registered == 0 {
-		return
+	if w != nil {
+		w.Run(ctx, c.handleEvent)
 	}
-	for ctx.Err() == nil {
-		ev, ret := set.Wait(waitTimeoutMs)
-		switch {
-		case ret == nvml.SUCCESS:
-			if ev.EventType&nvml.EventTypeXidCriticalError != 0 {
-				c.recordXID(ev)
-			}
-		case ret == nvml.ERROR_TIMEOUT:
-		default:
-			c.errs.add("nvmlEventSetWait", ret)
-			select { // a failing wait must not spin
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
+}
+
+// handleEvent takes one report of the event watcher: an XID, or a wait that failed.
+func (c *Collector) handleEvent(ev nvml.EventData, ret nvml.Return) {
+	switch ret {
+	case nvml.SUCCESS:
+		if ev.EventType&nvml.EventTypeXidCriticalError != 0 {
+			c.recordXID(ev)
 		}
+	case nvml.ERROR_GPU_IS_LOST:
+		c.errs.add("nvmlEventSetWait", ret)
+		// NVML does not say which GPU; a collection finds it and publishes its up=0 now rather
+		// than at the next interval. Once a snapshot shows a GPU down there is nothing to hurry.
+		if s := c.Snapshot(); s == nil || allUp(s) {
+			c.publishSoon()
+		}
+	default:
+		c.errs.add("nvmlEventSetWait", ret)
+	}
+}
+
+func allUp(s *Snapshot) bool {
+	for _, g := range s.GPUs {
+		if !g.Up {
+			return false
+		}
+	}
+	return true
+}
+
+// publishSoon asks Run for a collection now; one already asked for is enough.
+func (c *Collector) publishSoon() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -73,10 +88,7 @@ func (c *Collector) recordXID(ev nvml.EventData) {
 	g.xids[ev.EventData]++
 	g.xmu.Unlock()
 	c.log.Warn("XID error", "stage", "xid", "gpu", g.index, "xid", ev.EventData)
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
+	c.publishSoon()
 }
 
 // gpuOf finds the GPU an event belongs to: by handle, else by UUID (a MIG handle's events).

@@ -19,12 +19,12 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/collector"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/metrics"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/podresources"
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 // rig is a mock NVML, a collector over it, optionally a pod-resources client, and the handler.
 type rig struct {
-	mock    *gpunvml.Mock
+	mock    *gpumock.Mock
 	col     *collector.Collector
 	pods    *podresources.Client
 	handler http.Handler
@@ -32,7 +32,7 @@ type rig struct {
 
 func newRig(tb testing.TB, mockName, socket string) *rig {
 	tb.Helper()
-	m, err := gpunvml.NewMock(mockName)
+	m, err := gpumock.New(mockName)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func series(fams map[string]*dto.MetricFamily, name string, match map[string]str
 	return out
 }
 
-func uuidOf(tb testing.TB, m *gpunvml.Mock, i int) string {
+func uuidOf(tb testing.TB, m *gpumock.Mock, i int) string {
 	tb.Helper()
 	d, ret := m.DeviceGetHandleByIndex(i)
 	if ret != nvml.SUCCESS {
@@ -135,7 +135,7 @@ func uuidOf(tb testing.TB, m *gpunvml.Mock, i int) string {
 	return u
 }
 
-func migUUIDs(tb testing.TB, m *gpunvml.Mock, gpu int) []string {
+func migUUIDs(tb testing.TB, m *gpumock.Mock, gpu int) []string {
 	tb.Helper()
 	d, _ := m.DeviceGetHandleByIndex(gpu)
 	n, _ := d.GetMaxMigDeviceCount()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/metrics"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/podresources/podresourcestest"
-	gpunvml "github.com/gpupolicy/gpupolicy/plugin/nvml"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 // dcgmOnA100 is every dcgm-exporter metric NVML answers on an A100 (no GPM there).
@@ -70,9 +70,9 @@ func TestEveryMetricWithLabelsOnDGXA100(t *testing.T) {
 		gpu  int
 		want float64
 	}{
-		{"DCGM_FI_DEV_FB_USED", 3, float64(gpunvml.MockUsedMiB(3))},
-		{"DCGM_FI_DEV_FB_RESERVED", 3, gpunvml.MockReservedMiB},
-		{"DCGM_FI_DEV_FB_FREE", 3, 40960 - float64(gpunvml.MockUsedMiB(3)) - gpunvml.MockReservedMiB},
+		{"DCGM_FI_DEV_FB_USED", 3, float64(gpumock.UsedMiB(3))},
+		{"DCGM_FI_DEV_FB_RESERVED", 3, gpumock.ReservedMiB},
+		{"DCGM_FI_DEV_FB_FREE", 3, 40960 - float64(gpumock.UsedMiB(3)) - gpumock.ReservedMiB},
 		{"DCGM_FI_DEV_POWER_USAGE", 2, 70},
 		{"DCGM_FI_DEV_GPU_TEMP", 5, 35},
 		{"DCGM_FI_DEV_MEMORY_TEMP", 5, 40},

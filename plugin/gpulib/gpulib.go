@@ -1,13 +1,18 @@
-// Package nvml is the one seam between the node programs and NVIDIA's management library:
+// Package gpulib is the one seam between the node programs and NVIDIA's management library:
 // go-nvml's nvml.Interface, backed by the real libnvidia-ml.so.1 or, for demos and tests, by
-// a go-nvml mock server with telemetry filled in (--nvml-mock).
-package nvml
+// a go-nvml mock server with telemetry filled in (--nvml-mock, package gpumock), plus what
+// several programs share: the readings of NVML's answers and the one NVML event loop
+// (EventWatcher). It is not called nvml so that "nvml." in any file is go-nvml itself,
+// imported without an alias.
+package gpulib
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 // ErrLibraryNotFound is returned when libnvidia-ml.so.1 cannot be loaded on this host.
@@ -28,14 +33,14 @@ func ParseCUDAVersion(s string) (int, error) {
 	return major*1000 + minor*10, nil
 }
 
-// Open initialises NVML: the real library when mock is "", else the named mock (see Mocks)
-// changed by opts. The caller must call Shutdown on the returned interface.
-func Open(mock string, opts ...MockOption) (nvml.Interface, error) {
+// Open initialises NVML: the real library when mock is "", else the named mock (see
+// gpumock.Names) changed by opts. The caller must call Shutdown on the returned interface.
+func Open(mock string, opts ...gpumock.Option) (nvml.Interface, error) {
 	var lib nvml.Interface
 	if mock == "" {
 		lib = nvml.New()
 	} else {
-		m, err := NewMock(mock, opts...)
+		m, err := gpumock.New(mock, opts...)
 		if err != nil {
 			return nil, err
 		}

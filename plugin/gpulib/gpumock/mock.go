@@ -1,4 +1,9 @@
-package nvml
+// Package gpumock is the NVML the node programs run on for demos and tests (--nvml-mock): a
+// go-nvml mock server (DGX A100 or DGX H100) whose devices also answer the calls the device
+// plugin, the exporter and the agent make, with faults a test can inject. It lives apart from
+// the seam (plugin/gpulib) so that a reader of the seam finds the seam, not ~900 lines of mock;
+// it must not import the seam, which opens it for --nvml-mock.
+package gpumock
 
 import (
 	"fmt"
@@ -12,6 +17,7 @@ import (
 // Mock is a go-nvml mock server whose devices answer the calls the node programs make.
 type Mock struct {
 	*server.Server
+	dev *deviceState // devices.go: topology, faults, MIG devices, event sets; nil unless made by New
 }
 
 // mocks maps --nvml-mock names to constructors.
@@ -19,17 +25,17 @@ var mocks = map[string]func() *server.Server{
 	"dgxa100": dgxa100.New,
 }
 
-// Mocks lists the accepted --nvml-mock names, sorted.
-func Mocks() []string {
+// Names lists the accepted --nvml-mock names, sorted.
+func Names() []string {
 	return slices.Sorted(maps.Keys(mocks))
 }
 
-// MockOption changes a mock before it is returned.
-type MockOption func(*Mock)
+// Option changes a mock before it is returned.
+type Option func(*Mock)
 
 // WithDriverVersion sets the driver version the mock reports ("" keeps the mock's own,
 // 550.54.15 for dgxa100).
-func WithDriverVersion(v string) MockOption {
+func WithDriverVersion(v string) Option {
 	return func(m *Mock) {
 		if v != "" {
 			m.DriverVersion = v
@@ -40,7 +46,7 @@ func WithDriverVersion(v string) MockOption {
 
 // WithCUDADriverVersion sets the CUDA driver version the mock reports, in NVML's encoding
 // (1000*major + 10*minor, 12080 for 12.8); 0 keeps the mock's own.
-func WithCUDADriverVersion(v int) MockOption {
+func WithCUDADriverVersion(v int) Option {
 	return func(m *Mock) {
 		if v != 0 {
 			m.CudaDriverVersion = v
@@ -48,11 +54,11 @@ func WithCUDADriverVersion(v int) MockOption {
 	}
 }
 
-// NewMock returns the named mock with telemetry, topology and events filled in.
-func NewMock(name string, opts ...MockOption) (*Mock, error) {
+// New returns the named mock with telemetry, topology and events filled in.
+func New(name string, opts ...Option) (*Mock, error) {
 	newServer, ok := mocks[name]
 	if !ok {
-		return nil, fmt.Errorf("unknown --nvml-mock %q (known: %v)", name, Mocks())
+		return nil, fmt.Errorf("unknown --nvml-mock %q (known: %v)", name, Names())
 	}
 	m := &Mock{Server: newServer()}
 	m.fillDevices()   // mock_devices.go: topology, PCI, MIG, events, faults

@@ -1,4 +1,4 @@
-package nvml
+package gpumock
 
 // The device plugin's part of the mock: PCI bus ids, the NVLink/PCIe topology of a DGX A100
 // (eight GPUs, all-to-all through six NVSwitches, PCIe pairs under four switches, two NUMA
@@ -7,41 +7,39 @@ package nvml
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
-	"weak"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
-// MockLink is one NVLink of a GPU: to another GPU (Switch < 0) or to NVSwitch number Switch.
-type MockLink struct {
+// Link is one NVLink of a GPU: to another GPU (Switch < 0) or to NVSwitch number Switch.
+type Link struct {
 	GPU    int
 	Switch int
 }
 
-// MockTopology is what the mock answers for topology queries. PCIe[i][j] is the common
+// Topology is what the mock answers for topology queries. PCIe[i][j] is the common
 // ancestor level of GPUs i and j; Links[i] are GPU i's NVLinks in link order; NUMA[i] is the
 // NUMA node NVML reports for GPU i.
-type MockTopology struct {
+type Topology struct {
 	PCIe  [][]nvml.GpuTopologyLevel
-	Links [][]MockLink
+	Links [][]Link
 	NUMA  []int
 }
 
 // DGXA100Topology returns the topology of a DGX A100 with n GPUs: 12 NVLinks per GPU, two to
 // each of six NVSwitches; GPU pairs (0,1), (2,3), ... behind one PCIe switch; the first half on
 // NUMA node 0, the second half on node 1.
-func DGXA100Topology(n int) MockTopology { return NVSwitchTopology(n, 12, 6) }
+func DGXA100Topology(n int) Topology { return NVSwitchTopology(n, 12, 6) }
 
 // NVSwitchTopology is a DGX-style topology: n GPUs with links NVLinks each, spread evenly over
 // switches NVSwitches (DGX H100: 18 over 4; DGX B200: 18 over 2), PCIe and NUMA as in
 // DGXA100Topology.
-func NVSwitchTopology(n, links, switches int) MockTopology {
-	t := MockTopology{PCIe: make([][]nvml.GpuTopologyLevel, n), Links: make([][]MockLink, n), NUMA: make([]int, n)}
+func NVSwitchTopology(n, links, switches int) Topology {
+	t := Topology{PCIe: make([][]nvml.GpuTopologyLevel, n), Links: make([][]Link, n), NUMA: make([]int, n)}
 	for i := range n {
 		t.NUMA[i] = i * 2 / max(n, 1)
 		t.PCIe[i] = make([]nvml.GpuTopologyLevel, n)
@@ -58,14 +56,14 @@ func NVSwitchTopology(n, links, switches int) MockTopology {
 			}
 		}
 		for l := range links {
-			t.Links[i] = append(t.Links[i], MockLink{GPU: -1, Switch: l * switches / links})
+			t.Links[i] = append(t.Links[i], Link{GPU: -1, Switch: l * switches / links})
 		}
 	}
 	return t
 }
 
 // topologyFor picks the NVSwitch layout of the DGX generation of the mock's GPUs.
-func topologyFor(gpus []*server.Device) MockTopology {
+func topologyFor(gpus []*server.Device) Topology {
 	if len(gpus) > 0 {
 		switch gpus[0].Config.Architecture {
 		case nvml.DEVICE_ARCH_HOPPER:
@@ -77,12 +75,12 @@ func topologyFor(gpus []*server.Device) MockTopology {
 	return DGXA100Topology(len(gpus))
 }
 
-// mockDeviceState is the mutable part of the device mock: topology, faults, MIG devices and
+// deviceState is the mutable part of the device mock: topology, faults, MIG devices and
 // the event sets devices are registered with.
-type mockDeviceState struct {
+type deviceState struct {
 	mu      sync.Mutex
 	gpus    []*server.Device
-	topo    MockTopology
+	topo    Topology
 	lost    []bool
 	dbe     []uint64
 	migs    [][]*mock.Device
@@ -97,22 +95,9 @@ type mockEventSet struct {
 	registered map[int]uint64
 }
 
-// deviceStates maps a Mock to its device state. The Mock type belongs to the shared seam and
-// carries no field for it; weak keys let a finished test's mock be collected.
-var (
-	deviceStatesMu sync.Mutex
-	deviceStates   = map[weak.Pointer[Mock]]*mockDeviceState{}
-)
-
-func (m *Mock) deviceState() *mockDeviceState {
-	deviceStatesMu.Lock()
-	defer deviceStatesMu.Unlock()
-	return deviceStates[weak.Make(m)]
-}
-
 // fillDevices installs topology, PCI, MIG, health and event answers on every GPU of m.
 func (m *Mock) fillDevices() {
-	st := &mockDeviceState{sets: map[*mock.EventSet]*mockEventSet{},
+	st := &deviceState{sets: map[*mock.EventSet]*mockEventSet{},
 		allMask: nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeSingleBitEccError}
 	for _, d := range m.Devices {
 		st.gpus = append(st.gpus, d.(*server.Device))
@@ -120,15 +105,7 @@ func (m *Mock) fillDevices() {
 	n := len(st.gpus)
 	st.topo = topologyFor(st.gpus)
 	st.lost, st.dbe, st.migs = make([]bool, n), make([]uint64, n), make([][]*mock.Device, n)
-	key := weak.Make(m)
-	deviceStatesMu.Lock()
-	deviceStates[key] = st
-	deviceStatesMu.Unlock()
-	runtime.AddCleanup(m, func(k weak.Pointer[Mock]) {
-		deviceStatesMu.Lock()
-		delete(deviceStates, k)
-		deviceStatesMu.Unlock()
-	}, key)
+	m.dev = st
 
 	m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return st.newEventSet(), nvml.SUCCESS }
 	m.EventSetWaitFunc = func(set nvml.EventSet, timeoutMs uint32) (nvml.EventData, nvml.Return) {
@@ -140,7 +117,7 @@ func (m *Mock) fillDevices() {
 	}
 }
 
-func (st *mockDeviceState) fillGPU(i int, d *server.Device) {
+func (st *deviceState) fillGPU(i int, d *server.Device) {
 	prevPci := d.GetPciInfoFunc
 	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
 		p := nvml.PciInfo{}
@@ -249,7 +226,7 @@ func withBusID(p nvml.PciInfo, busID string) nvml.PciInfo {
 	return p
 }
 
-func (st *mockDeviceState) indexOf(d nvml.Device) int {
+func (st *deviceState) indexOf(d nvml.Device) int {
 	for i, g := range st.gpus {
 		if nvml.Device(g) == d {
 			return i
@@ -258,16 +235,16 @@ func (st *mockDeviceState) indexOf(d nvml.Device) int {
 	return -1
 }
 
-func (st *mockDeviceState) link(i, l int) (MockLink, bool) {
+func (st *deviceState) link(i, l int) (Link, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if l < 0 || l >= len(st.topo.Links[i]) {
-		return MockLink{}, false
+		return Link{}, false
 	}
 	return st.topo.Links[i][l], true
 }
 
-func (st *mockDeviceState) isLost(i int) bool {
+func (st *deviceState) isLost(i int) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.lost[i]

@@ -1,4 +1,4 @@
-package nvml
+package gpumock
 
 // The exporter's part of the mock: the telemetry a real GPU reports (utilisation, memory with
 // the driver's reserved share, temperatures, power, energy, clocks, ECC, remapped rows, PCIe
@@ -22,12 +22,12 @@ import (
 // `--nvml-mock dgxh100`. Registered here to keep the telemetry feature in one file.
 func init() { mocks["dgxh100"] = dgxh100.New }
 
-// MockReservedMiB is the framebuffer the mock driver reserves on every GPU (nvidia-smi's
+// ReservedMiB is the framebuffer the mock driver reserves on every GPU (nvidia-smi's
 // "Reserved"), as the 550 driver does on an A100 40GB.
-const MockReservedMiB = 455
+const ReservedMiB = 455
 
-// MockUsedMiB is the framebuffer the mock reports in use on GPU i.
-func MockUsedMiB(i int) uint64 { return uint64(1024 * (i + 1)) }
+// UsedMiB is the framebuffer the mock reports in use on GPU i.
+func UsedMiB(i int) uint64 { return uint64(1024 * (i + 1)) }
 
 // mockTelemetry answers the telemetry queries of one GPU.
 type mockTelemetry struct {
@@ -42,7 +42,7 @@ type mockTelemetry struct {
 // fillTelemetry installs telemetry answers on every GPU of m and GPM support on the library.
 // It must run after fillDevices (it wraps that part's ECC, lost and MIG answers).
 func (m *Mock) fillTelemetry() {
-	st := m.deviceState()
+	st := m.dev
 	for i, d := range m.Devices {
 		dev := d.(*server.Device)
 		t := &mockTelemetry{index: i, dev: dev, lost: func() bool { return false }, energy: uint64(1_000_000 * (i + 1))}
@@ -67,8 +67,8 @@ func answer[T any](t *mockTelemetry, v func() T) (T, nvml.Return) {
 func (t *mockTelemetry) install() {
 	d, i := t.dev, t.index
 	total := d.MemoryInfo.Total
-	reserved := uint64(MockReservedMiB) << 20
-	used := MockUsedMiB(i) << 20
+	reserved := uint64(ReservedMiB) << 20
+	used := UsedMiB(i) << 20
 	// NVML v1 memory counts the reserved share as used; v2 reports it apart.
 	d.MemoryInfo = nvml.Memory{Total: total, Used: used + reserved, Free: total - used - reserved}
 	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {

@@ -1,4 +1,4 @@
-package nvml
+package gpumock
 
 // MIG on the mock: ConfigureMIG partitions a GPU the way `nvidia-smi mig -cgi ... -C` does, and
 // the parent then enumerates MIG device handles that answer like real ones (UUID "MIG-...",
@@ -62,7 +62,7 @@ func (m *Mock) ConfigureMIG(gpu int, giProfiles ...int) error {
 	return nil
 }
 
-func newMockMIGDevice(st *mockDeviceState, gpu int, parent *server.Device, gi nvml.GpuInstanceProfileInfo,
+func newMockMIGDevice(st *deviceState, gpu int, parent *server.Device, gi nvml.GpuInstanceProfileInfo,
 	ci nvml.ComputeInstanceProfileInfo, giID, ciID int) *mock.Device {
 	// Deterministic per parent and instance, so a reconfigured mock keeps its MIG UUIDs.
 	id := "MIG-" + uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "%s/%d/%d", parent.UUID, giID, ciID)).String()

@@ -1,11 +1,13 @@
-package nvml
+package gpulib
 
 import (
 	"errors"
 	"os"
 	"testing"
 
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 func TestOpenMissingLibrary(t *testing.T) {
@@ -21,14 +23,14 @@ func TestOpenMissingLibrary(t *testing.T) {
 }
 
 func TestOpenMockVersions(t *testing.T) {
-	lib, err := Open("dgxa100", WithDriverVersion("580.95.05"), WithCUDADriverVersion(13000))
+	lib, err := Open("dgxa100", gpumock.WithDriverVersion("580.95.05"), gpumock.WithCUDADriverVersion(13000))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lib.Shutdown()
 	v, ret := lib.SystemGetDriverVersion()
 	c, ret2 := lib.SystemGetCudaDriverVersion()
-	if ret != gonvml.SUCCESS || ret2 != gonvml.SUCCESS || v != "580.95.05" || CUDAVersion(c) != "13.0" {
+	if ret != nvml.SUCCESS || ret2 != nvml.SUCCESS || v != "580.95.05" || CUDAVersion(c) != "13.0" {
 		t.Fatalf("driver %q cuda %d", v, c)
 	}
 	if _, err := Open("nope"); err == nil {

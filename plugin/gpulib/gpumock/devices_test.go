@@ -1,4 +1,4 @@
-package nvml
+package gpumock
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 )
 
 func TestMockDevicesAnswerLikeADGXA100(t *testing.T) {
-	m, err := NewMock("dgxa100")
+	m, err := New("dgxa100")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestMockDevicesAnswerLikeADGXA100(t *testing.T) {
 		t.Errorf("SetLost(8): %v", err)
 	}
 	bad := DGXA100Topology(8)
-	bad.Links[2] = []MockLink{{GPU: 9, Switch: -1}}
+	bad.Links[2] = []Link{{GPU: 9, Switch: -1}}
 	if err := m.SetTopology(bad); err == nil {
 		t.Error("link to GPU 9 accepted")
 	}

@@ -1,4 +1,4 @@
-package nvml
+package gpumock
 
 // Fault injection and reconfiguration of the device mock, for tests and demos: XID and ECC
 // events delivered through NVML event sets, GPUs that stop answering, other topologies, MIG.
@@ -14,7 +14,7 @@ import (
 // noInstance is NVML's GPU/compute instance id for "the whole GPU" in event data.
 const noInstance = ^uint32(0)
 
-func (st *mockDeviceState) newEventSet() *mock.EventSet {
+func (st *deviceState) newEventSet() *mock.EventSet {
 	es := &mockEventSet{events: make(chan nvml.EventData, 1024), registered: map[int]uint64{}}
 	done := make(chan struct{})
 	set := &mock.EventSet{}
@@ -45,7 +45,7 @@ func (st *mockDeviceState) newEventSet() *mock.EventSet {
 	return set
 }
 
-func (st *mockDeviceState) register(i int, mask uint64, set nvml.EventSet) nvml.Return {
+func (st *deviceState) register(i int, mask uint64, set nvml.EventSet) nvml.Return {
 	ms, ok := set.(*mock.EventSet)
 	if !ok {
 		return nvml.ERROR_INVALID_ARGUMENT
@@ -64,10 +64,10 @@ func (st *mockDeviceState) register(i int, mask uint64, set nvml.EventSet) nvml.
 }
 
 // state returns the device state or an error naming the GPU index when it is out of range.
-func (m *Mock) state(gpu int) (*mockDeviceState, error) {
-	st := m.deviceState()
+func (m *Mock) state(gpu int) (*deviceState, error) {
+	st := m.dev
 	if st == nil {
-		return nil, fmt.Errorf("mock has no device state (not made by NewMock)")
+		return nil, fmt.Errorf("mock has no device state (not made by New)")
 	}
 	if gpu < 0 || gpu >= len(st.gpus) {
 		return nil, fmt.Errorf("mock GPU index %d out of range [0,%d)", gpu, len(st.gpus))
@@ -133,10 +133,10 @@ func (m *Mock) SetLost(gpu int, lost bool) error {
 }
 
 // SetTopology replaces the mock's topology; it must describe every GPU.
-func (m *Mock) SetTopology(t MockTopology) error {
-	st := m.deviceState()
+func (m *Mock) SetTopology(t Topology) error {
+	st := m.dev
 	if st == nil {
-		return fmt.Errorf("mock has no device state (not made by NewMock)")
+		return fmt.Errorf("mock has no device state (not made by New)")
 	}
 	n := len(st.gpus)
 	if len(t.PCIe) != n || len(t.Links) != n || len(t.NUMA) != n {
