@@ -15,6 +15,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/fn/internal/yamlout"
 	"github.com/gpupolicy/gpupolicy/fn/pipeline"
 	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
@@ -24,7 +25,7 @@ import (
 // to stdout, returning the exit code (1 when a result is an error or the input is unreadable).
 //
 // The list is encoded by yaml.v3 once with a placeholder for the rendered objects, whose
-// text the render package's emitter writes directly from their JSON form (see encode): node
+// text yamlout's Writer writes directly from their JSON form (see encode): node
 // trees and yaml.v3's event emitter were most of the cost of a call. Items keep the input
 // order followed by the rendered objects in stage order.
 func Run(stdin io.Reader, stdout, stderr io.Writer, opts validate.Options) int {
@@ -147,7 +148,7 @@ func encode(rl *fn.ResourceList, items []*yaml.Node, objs render.Objects) ([]byt
 		}
 		add("results", n)
 	}
-	text, err := render.EncodeYAML(root)
+	text, err := yamlout.Encode(root)
 	if err != nil {
 		return nil, err
 	}

@@ -85,15 +85,6 @@ func agentConfig(p *v1alpha1.GPUPolicy, dropInSHA256 string) config.Agent {
 	return a
 }
 
-// marshalConfig writes a node config document (JSON field names) as YAML with sorted keys.
-func marshalConfig(v any) ([]byte, error) {
-	m, err := toMap(v)
-	if err != nil {
-		return nil, err
-	}
-	return newEmitter(styleMap).appendDocument(m)
-}
-
 // renderConfigMaps: the containerd drop-in as reviewable text, the agent's config and one
 // device plugin config per pool. They are prerequisites: every DaemonSet mounts one.
 func renderConfigMaps(c *plan) (Objects, error) {

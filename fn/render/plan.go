@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/fn/internal/yamlout"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -40,12 +41,12 @@ func newPlan(p *v1alpha1.GPUPolicy) (*plan, error) {
 		return nil, err
 	}
 	c.dropInSHA256 = sha256Hex([]byte(c.dropIn))
-	if c.agentConfig, err = marshalConfig(agentConfig(p, c.dropInSHA256)); err != nil {
+	if c.agentConfig, err = yamlout.Marshal(agentConfig(p, c.dropInSHA256)); err != nil {
 		return nil, err
 	}
 	c.devicePluginConfigs = map[string][]byte{}
 	for _, pool := range devicePluginPools(p) {
-		b, err := marshalConfig(devicePluginConfig(pool.name, pool.settings))
+		b, err := yamlout.Marshal(devicePluginConfig(pool.name, pool.settings))
 		if err != nil {
 			return nil, err
 		}

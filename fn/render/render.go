@@ -1,8 +1,8 @@
 // Package render expands a defaulted, validated GPUPolicy into every object a cluster needs to
 // run GPUs: one file per component, each a pure function of the policy, built from k8s.io/api
 // types so every object decodes strictly by construction. Render sorts the objects and applies
-// the ordering metadata (order.go); serialize.go turns them into deterministic YAML and
-// layout.go into the `gpupolicy-fn render -o DIR` tree.
+// the ordering metadata (order.go); serialize.go turns them into deterministic YAML (written
+// by fn/internal/yamlout) and layout.go into the `gpupolicy-fn render -o DIR` tree.
 //
 // What is rendered, by stage (Argo CD wave):
 //

@@ -1,4 +1,4 @@
-package render
+package yamlout
 
 import (
 	"slices"
@@ -10,19 +10,19 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// The emitter below writes JSON-compatible data (what Object.Map returns) as block YAML,
-// byte for byte what go.yaml.in/yaml/v3 writes with indent 2 and compact sequences, at a
-// fraction of the cost: yaml.v3 turns every value into events, analyses every scalar and
+// The emitter below is a Writer's direct path: it writes JSON-compatible data as block
+// YAML, byte for byte what go.yaml.in/yaml/v3 writes with indent 2 and compact sequences, at
+// a fraction of the cost: yaml.v3 turns every value into events, analyses every scalar and
 // grows its buffers event by event, which was most of the time of a render. It covers the
 // shapes rendered objects have; anything else (floats, nested sequences, scalars whose
-// presentation it cannot decide cheaply and exactly) makes it report false and the caller
-// falls back to yaml.v3 for that document, so the output never depends on which path ran.
-// The equivalence is tested against yaml.v3 on the golden outputs and on crafted edge cases
-// (emit_test.go).
+// presentation it cannot decide cheaply and exactly) makes it report false and the Writer
+// falls back to yaml.v3 for that value, so the output never depends on which path ran. The
+// equivalence is tested against yaml.v3 on the golden outputs and on crafted edge cases
+// (writer_test.go).
 
 // scalarStyle says which yaml.v3 entry point the output must match: encoding a Go map
 // (Encoder.Encode of map[string]any: strings that YAML 1.1 reads as booleans or base-60
-// numbers are quoted, keys sorted "naturally") or a node tree of !!str scalars (toNode:
+// numbers are quoted, keys sorted "naturally") or a node tree of !!str scalars (Node:
 // keys sorted bytewise, only YAML 1.2 look-alikes quoted).
 type scalarStyle uint8
 
@@ -38,10 +38,6 @@ type emitter struct {
 	buf    []byte
 	quoted map[string]string
 	keys   []string
-}
-
-func newEmitter(style scalarStyle) *emitter {
-	return &emitter{style: style, quoted: map[string]string{}}
 }
 
 // document appends m as a top-level block mapping.
@@ -93,12 +89,12 @@ func (e *emitter) mapping(m map[string]any, indent int, inline bool) bool {
 			if !e.mapping(v, indent+2, false) {
 				return false
 			}
-		case lastKey:
-			if len(v.m) == 0 || len(v.value) == 0 {
+		case LastKey:
+			if len(v.Map) == 0 || len(v.Value) == 0 {
 				return false
 			}
 			e.buf = append(e.buf, '\n')
-			if !e.mapping(v.m, indent+2, false) || !e.mapping(map[string]any{v.key: v.value}, indent+2, false) {
+			if !e.mapping(v.Map, indent+2, false) || !e.mapping(map[string]any{v.Key: v.Value}, indent+2, false) {
 				return false
 			}
 		case []any:

@@ -1,4 +1,4 @@
-package render
+package yamlout
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package render
+package yamlout
 
 import (
 	"bytes"
@@ -9,19 +9,21 @@ import (
 // style) or, with node, a sequence item in node style. ok is false where it leaves m to yaml.v3.
 func FastYAML(m map[string]any, node bool) (out []byte, ok bool) {
 	if node {
-		e := newEmitter(styleNode)
-		return e.buf, e.seqItem(m)
+		w := NewWriter(Items, nil)
+		ok = w.fast.seqItem(m)
+		return w.fast.buf, ok
 	}
-	e := newEmitter(styleMap)
-	return e.buf, e.document(m)
+	w := NewWriter(Documents, nil)
+	ok = w.fast.document(m)
+	return w.fast.buf, ok
 }
 
 // ReferenceYAML is what yaml.v3 writes for the same input.
 func ReferenceYAML(m map[string]any, node bool) ([]byte, error) {
 	if !node {
-		return marshalYAML(m)
+		return encodeFallback(Documents, m)
 	}
-	return nodeItemYAML(m)
+	return encodeFallback(Items, m)
 }
 
 // MapPair is v through this package's JSON decoder and through encoding/json's (UseNumber,
