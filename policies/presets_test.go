@@ -156,7 +156,7 @@ func TestPresetResults(t *testing.T) {
 			t.Errorf("%s: add the preset to expectedResults", p.name)
 			continue
 		}
-		_, res := validate.Load(p.data, validate.Options{Now: now})
+		_, res := pipeline.Validate(p.data, validate.Options{Now: now})
 		var got []string
 		for _, r := range res {
 			got = append(got, string(r.Severity)+" "+r.Field)

@@ -2,19 +2,16 @@
 // (fn/validate/matrix), and reports every problem at once, each with a severity, the field path
 // and a message that says what is wrong and how to fix it. The same results become KRM function
 // results (fn/krm converts them, with the resource and file) or CLI text (Results.Text, for
-// `gpupolicy-fn render`). Errors mean the
-// policy cannot work and nothing may be rendered; warnings mean it works but is risky.
+// `gpupolicy-fn render`). Errors mean the policy cannot work and nothing may be rendered;
+// warnings mean it works but is risky. Decoding and defaulting are not here: fn/pipeline runs
+// decode → default → validate.
 package validate
 
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Severity of a result; the strings are the KRM function spec's.
@@ -78,46 +75,4 @@ func (r Results) Text(file string) string {
 		b.WriteString(x.Message + "\n")
 	}
 	return b.String()
-}
-
-// FromDecodeError turns an error of v1alpha1.Decode or DecodeNode into results: one per field
-// error, or one whole-document error (YAML syntax, empty file).
-func FromDecodeError(err error) Results {
-	if err == nil {
-		return nil
-	}
-	var list v1alpha1.FieldErrors
-	if !errors.As(err, &list) || len(list) == 0 {
-		msg := err.Error()
-		if strings.HasPrefix(msg, "YAML syntax") {
-			msg += ": fix the YAML at that line (indentation, a missing ':' or an unclosed bracket or quote), e.g. with a YAML-aware editor"
-		}
-		return Results{{Severity: SeverityError, Message: msg}}
-	}
-	out := make(Results, 0, len(list))
-	for _, e := range list {
-		out = append(out, Result{Severity: SeverityError, Field: e.Field, Message: decodeMessage(e)})
-	}
-	return out
-}
-
-// decodeMessage words a decoding error; apiVersion and kind get the exact line to write.
-func decodeMessage(e *field.Error) string {
-	switch {
-	case e.Type == field.ErrorTypeNotSupported && e.Field == "apiVersion":
-		return fmt.Sprintf("apiVersion %q is not supported: write apiVersion: %s", e.BadValue, v1alpha1.APIVersion)
-	case e.Type == field.ErrorTypeNotSupported && e.Field == "kind":
-		return fmt.Sprintf("kind %q is not supported: write kind: %s", e.BadValue, v1alpha1.Kind)
-	}
-	switch e.Type {
-	case field.ErrorTypeForbidden:
-		return e.Detail
-	case field.ErrorTypeDuplicate:
-		return fmt.Sprintf("duplicate key %v", e.BadValue)
-	case field.ErrorTypeTypeInvalid, field.ErrorTypeInvalid:
-		if e.Detail != "" {
-			return fmt.Sprintf("%s (found %v)", e.Detail, e.BadValue)
-		}
-	}
-	return e.ErrorBody()
 }

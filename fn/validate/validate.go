@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -21,27 +20,6 @@ type Options struct {
 	Now time.Time
 	// Matrix replaces the embedded version matrix (tests); nil means matrix.Default().
 	Matrix *matrix.Matrix
-}
-
-// Load decodes, defaults and validates one policy file. On decoding errors the policy is nil;
-// otherwise it is defaulted, and it may be rendered only when the results hold no error.
-func Load(data []byte, opts Options) (*v1alpha1.GPUPolicy, Results) {
-	p, err := v1alpha1.Decode(data)
-	return finish(p, err, opts)
-}
-
-// LoadNode is Load for a parsed document, such as a KRM function's input item.
-func LoadNode(n *yaml.Node, opts Options) (*v1alpha1.GPUPolicy, Results) {
-	p, err := v1alpha1.DecodeNode(n)
-	return finish(p, err, opts)
-}
-
-func finish(p *v1alpha1.GPUPolicy, err error, opts Options) (*v1alpha1.GPUPolicy, Results) {
-	if err != nil {
-		return nil, FromDecodeError(err)
-	}
-	v1alpha1.Default(p)
-	return p, Policy(p, opts)
 }
 
 // Policy validates a defaulted policy (v1alpha1.Default) and returns every problem. It never

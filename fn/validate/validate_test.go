@@ -1,9 +1,12 @@
-package validate
+package validate_test
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/fn/pipeline"
+	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
 // today pins the lifecycle checks to the date the matrix facts were reviewed.
@@ -19,9 +22,9 @@ spec:
   cuda: {version: "12.8"}
 `
 
-func load(t *testing.T, doc string) Results {
+func load(t *testing.T, doc string) validate.Results {
 	t.Helper()
-	_, res := Load([]byte(doc), Options{Now: today})
+	_, res := pipeline.Validate([]byte(doc), validate.Options{Now: today})
 	return res
 }
 
@@ -42,12 +45,12 @@ func TestResultsAreOrderedAndComplete(t *testing.T) {
 
 // want is one expected result: severity, path and a message fragment.
 type want struct {
-	sev   Severity
+	sev   validate.Severity
 	field string
 	msg   string
 }
 
-func has(res Results, w want) bool {
+func has(res validate.Results, w want) bool {
 	for _, r := range res {
 		if r.Severity == w.sev && r.Field == w.field && strings.Contains(r.Message, w.msg) {
 			return true
@@ -65,43 +68,43 @@ func TestWarningsWhereRisky(t *testing.T) {
 	}{
 		"R535 past EOL": {
 			doc:  strings.Replace(base, `"580.95.05"`, `"535.261.03"`, 1),
-			want: []want{{SeverityWarning, "spec.driver.version", "R535 (LTSB) reached end of life in 2026-06"}},
+			want: []want{{validate.SeverityWarning, "spec.driver.version", "R535 (LTSB) reached end of life in 2026-06"}},
 		},
 		"R535 before EOL": {
 			doc: strings.Replace(base, `"580.95.05"`, `"535.261.03"`, 1), now: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), none: true,
 		},
 		"R570 past EOL": {
 			doc:  strings.Replace(base, `"580.95.05"`, `"570.195.03"`, 1),
-			want: []want{{SeverityWarning, "spec.driver.version", "R570 (PB) reached end of life in 2026-02"}},
+			want: []want{{validate.SeverityWarning, "spec.driver.version", "R570 (PB) reached end of life in 2026-02"}},
 		},
 		"newer containerd": {
 			doc:  base + "  containerRuntime: {version: \"2.3\"}\n",
-			want: []want{{SeverityWarning, "spec.containerRuntime.version", "newer than the newest minor"}},
+			want: []want{{validate.SeverityWarning, "spec.containerRuntime.version", "newer than the newest minor"}},
 		},
 		"untested kubernetes": {
 			doc:  strings.Replace(base, `"1.34"`, `"1.40"`, 1),
-			want: []want{{SeverityWarning, "spec.kubernetesVersion", "newer than the newest tested minor (1.37)"}},
+			want: []want{{validate.SeverityWarning, "spec.kubernetesVersion", "newer than the newest tested minor (1.37)"}},
 		},
 		"node-name claim beta": {
 			doc:  strings.Replace(base, `"1.34"`, `"1.31"`, 1),
-			want: []want{{SeverityWarning, "spec.kubernetesVersion", "ServiceAccountTokenPodNodeInfo, which is beta"}},
+			want: []want{{validate.SeverityWarning, "spec.kubernetesVersion", "ServiceAccountTokenPodNodeInfo, which is beta"}},
 		},
 		"restart none, default runtime, no guardrails, old toolkit": {
 			doc: base + "  containerRuntime: {restartMode: none}\n  toolkit: {setAsDefault: true, version: \"1.17.8\"}\n  guardrails: {enabled: false}\n",
 			want: []want{
-				{SeverityWarning, "spec.containerRuntime.restartMode", "never restarted"},
-				{SeverityWarning, "spec.toolkit.setAsDefault", "every container"},
-				{SeverityWarning, "spec.guardrails.enabled", "any label of any node"},
-				{SeverityWarning, "spec.toolkit.version", "≥ 1.18.0"},
+				{validate.SeverityWarning, "spec.containerRuntime.restartMode", "never restarted"},
+				{validate.SeverityWarning, "spec.toolkit.setAsDefault", "every container"},
+				{validate.SeverityWarning, "spec.guardrails.enabled", "any label of any node"},
+				{validate.SeverityWarning, "spec.toolkit.version", "≥ 1.18.0"},
 			},
 		},
 		"explicitly no tolerations": {
 			doc:  base + "  tolerations: []\n",
-			want: []want{{SeverityWarning, "spec.tolerations", "drops the default toleration"}},
+			want: []want{{validate.SeverityWarning, "spec.tolerations", "drops the default toleration"}},
 		},
 		"pool inherits invalid settings once": {
 			doc:  base + "  devicePlugin: {migStrategy: all}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}}\n",
-			want: []want{{SeverityError, "spec.devicePlugin.migStrategy", "not one of"}},
+			want: []want{{validate.SeverityError, "spec.devicePlugin.migStrategy", "not one of"}},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -109,7 +112,7 @@ func TestWarningsWhereRisky(t *testing.T) {
 			if now.IsZero() {
 				now = today
 			}
-			_, res := Load([]byte(tc.doc), Options{Now: now})
+			_, res := pipeline.Validate([]byte(tc.doc), validate.Options{Now: now})
 			if tc.none && len(res) > 0 {
 				t.Fatalf("want no results, got:\n%s", res.Text(""))
 			}
@@ -127,24 +130,11 @@ func TestWarningsWhereRisky(t *testing.T) {
 
 // TestErrOnlyWithErrors: Err is set exactly when an error is present.
 func TestErrOnlyWithErrors(t *testing.T) {
-	res := Results{
-		{Severity: SeverityWarning, Field: "spec.a", Message: "w"},
-		{Severity: SeverityError, Field: "spec.exporter.port", Value: 80, Message: "e"},
+	res := validate.Results{
+		{Severity: validate.SeverityWarning, Field: "spec.a", Message: "w"},
+		{Severity: validate.SeverityError, Field: "spec.exporter.port", Value: 80, Message: "e"},
 	}
-	if res.Err() == nil || (Results{res[0]}).Err() != nil {
+	if res.Err() == nil || (validate.Results{res[0]}).Err() != nil {
 		t.Fatal("Err must be set exactly when an error is present")
-	}
-}
-
-func TestDecodeErrorsBecomeResults(t *testing.T) {
-	_, res := Load([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nspec: {bogus: 1}\n"), Options{Now: today})
-	for _, w := range []want{
-		{SeverityError, "apiVersion", "write apiVersion: gpupolicy.dev/v1alpha1"},
-		{SeverityError, "kind", "write kind: GPUPolicy"},
-		{SeverityError, "spec.bogus", `unknown field "bogus"`},
-	} {
-		if !has(res, w) {
-			t.Errorf("missing %v in:\n%s", w, res.Text(""))
-		}
 	}
 }
