@@ -1,5 +1,6 @@
 // Package pipeline is the one way from a policy document to rendered objects: decode strictly
-// (fn/api/v1alpha1) → default → validate (fn/validate) → render (fn/render, which orders). The
+// (fn/api/v1alpha1) → record what the document sets → default → validate (fn/validate) →
+// render (fn/render, which orders). The
 // KRM function, the render CLI and the audit, diff and doctor commands all go through it, so
 // they can never disagree about what a policy means. Decoding and rendering problems become
 // the same results as validation problems (results.go).
@@ -38,8 +39,11 @@ func checked(p *v1alpha1.GPUPolicy, err error, opts validate.Options) (*v1alpha1
 	if err != nil {
 		return nil, decodeResults(err)
 	}
+	// Defaulting copies spec.devicePlugin into every node pool; a pool is validated on what it
+	// wrote, so that is recorded first.
+	written := validate.WrittenOf(p)
 	v1alpha1.Default(p)
-	return p, validate.Policy(p, opts)
+	return p, validate.Policy(p, written, opts)
 }
 
 func rendered(p *v1alpha1.GPUPolicy, res validate.Results) (*v1alpha1.GPUPolicy, render.Objects, validate.Results) {

@@ -22,9 +22,10 @@ type Options struct {
 	Matrix *matrix.Matrix
 }
 
-// Policy validates a defaulted policy (v1alpha1.Default) and returns every problem. It never
+// Policy validates a defaulted policy (v1alpha1.Default) and returns every problem; w is what
+// the policy set itself (WrittenOf before defaulting), on which node pools are judged. It never
 // modifies p and never panics on any decodable input.
-func Policy(p *v1alpha1.GPUPolicy, opts Options) Results {
+func Policy(p *v1alpha1.GPUPolicy, w Written, opts Options) Results {
 	c := &checker{m: opts.Matrix, now: opts.Now}
 	if c.m == nil {
 		c.m = matrix.Default()
@@ -39,9 +40,9 @@ func Policy(p *v1alpha1.GPUPolicy, opts Options) Results {
 	c.driver(&p.Spec, spec.Child("driver"))
 	c.cuda(&p.Spec, spec.Child("cuda"))
 	c.toolkit(&p.Spec, spec.Child("toolkit"))
-	c.devicePlugin(&p.Spec.DevicePlugin, nil, &p.Spec, spec.Child("devicePlugin"))
+	c.devicePlugin(&p.Spec.DevicePlugin, setIn(&p.Spec.DevicePlugin), &p.Spec, spec.Child("devicePlugin"))
 	c.exporter(&p.Spec.Exporter, spec.Child("exporter"))
-	c.nodePools(&p.Spec, spec.Child("nodePools"))
+	c.nodePools(&p.Spec, w, spec.Child("nodePools"))
 	c.kubernetes(&p.Spec, spec)
 	c.images(&p.Spec, spec)
 	return c.res

@@ -138,3 +138,54 @@ func TestErrOnlyWithErrors(t *testing.T) {
 		t.Fatal("Err must be set exactly when an error is present")
 	}
 }
+
+// TestPoolJudgedOnWhatItSets: a node pool is validated on the values it writes, whether or not
+// they equal spec.devicePlugin's; what it only inherits is reported once, at spec.devicePlugin
+// (the "pool inherits invalid settings once" case above).
+func TestPoolJudgedOnWhatItSets(t *testing.T) {
+	for name, tc := range map[string]struct {
+		doc  string
+		want []want
+	}{
+		"pool repeats the base's invalid migStrategy": {
+			doc: base + "  devicePlugin: {migStrategy: all}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}, devicePlugin: {migStrategy: all}}\n",
+			want: []want{
+				{validate.SeverityError, "spec.devicePlugin.migStrategy", "not one of"},
+				{validate.SeverityError, "spec.nodePools[0].devicePlugin.migStrategy", "not one of"},
+			},
+		},
+		"pool repeats the base's replicas": {
+			doc: base + "  devicePlugin: {resourceName: nvidia.com/gpu.shared, sharing: {timeSlicing: {replicas: 100}}}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}, devicePlugin: {sharing: {timeSlicing: {replicas: 100}}}}\n",
+			want: []want{
+				{validate.SeverityWarning, "spec.devicePlugin.sharing.timeSlicing.replicas", "100 replicas per GPU"},
+				{validate.SeverityWarning, "spec.nodePools[0].devicePlugin.sharing.timeSlicing.replicas", "100 replicas per GPU"},
+			},
+		},
+		"pool repeats the base's ignoredXIDs": {
+			doc: base + "  devicePlugin: {healthChecks: {ignoredXIDs: [0]}}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}, devicePlugin: {healthChecks: {ignoredXIDs: [0]}}}\n",
+			want: []want{
+				{validate.SeverityError, "spec.devicePlugin.healthChecks.ignoredXIDs[0]", "not an NVIDIA XID"},
+				{validate.SeverityError, "spec.nodePools[0].devicePlugin.healthChecks.ignoredXIDs[0]", "not an NVIDIA XID"},
+			},
+		},
+		"pool repeats the base's default resource name under time-slicing": {
+			doc: base + "  devicePlugin: {sharing: {timeSlicing: {replicas: 4}}}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}, devicePlugin: {resourceName: nvidia.com/gpu, sharing: {timeSlicing: {replicas: 4}}}}\n",
+			want: []want{
+				{validate.SeverityInfo, "spec.devicePlugin.sharing.timeSlicing.replicas", "time-sliced replicas are advertised as nvidia.com/gpu"},
+				{validate.SeverityInfo, "spec.nodePools[0].devicePlugin.sharing.timeSlicing.replicas", "time-sliced replicas are advertised as nvidia.com/gpu"},
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := load(t, tc.doc)
+			for _, w := range tc.want {
+				if !has(res, w) {
+					t.Errorf("missing %v in:\n%s", w, res.Text(""))
+				}
+			}
+			if len(res) != len(tc.want) {
+				t.Errorf("want exactly %d results, got:\n%s", len(tc.want), res.Text(""))
+			}
+		})
+	}
+}
