@@ -1,9 +1,8 @@
 // Package pipeline is the one way from a policy document to rendered objects: decode strictly
 // (fn/api/v1alpha1) → record what the document sets → default → validate (fn/validate) →
-// render (fn/render, which orders). The
-// KRM function, the render CLI and the audit, diff and doctor commands all go through it, so
-// they can never disagree about what a policy means. Decoding and rendering problems become
-// the same results as validation problems (results.go).
+// render (fn/render, which orders). The KRM function, the render CLI and the audit, diff and
+// doctor commands all go through it, so they can never disagree about what a policy means.
+// Decoding and rendering problems become the same results as validation problems (results.go).
 package pipeline
 
 import (
