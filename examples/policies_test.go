@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/fn/pipeline"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
@@ -23,7 +24,7 @@ func loadPolicy(t *testing.T, path string) *v1alpha1.GPUPolicy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, res := validate.Load(data, validate.Options{Now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)})
+	p, res := pipeline.Validate(data, validate.Options{Now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)})
 	if res.HasErrors() {
 		t.Fatal(res.Text(path))
 	}

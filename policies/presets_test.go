@@ -83,12 +83,12 @@ func TestPresetsDecodeStrictly(t *testing.T) {
 			if pol.Metadata.Name != p.name && pol.Metadata.Name != strings.ReplaceAll(p.name, ".", "-") {
 				t.Errorf("metadata.name %q: name a preset after its file (%s)", pol.Metadata.Name, p.name)
 			}
-			chosen := pol.Spec
+			chosen, written := pol.Spec, validate.WrittenOf(pol)
 			v1alpha1.Default(pol)
 			if chosen.ContainerRuntime.Version != "" && pol.Spec.ContainerRuntime.Version != chosen.ContainerRuntime.Version {
 				t.Error("defaulting changed containerRuntime.version")
 			}
-			if res := validate.Policy(pol, validate.Options{Now: now}); res.HasErrors() {
+			if res := validate.Policy(pol, written, validate.Options{Now: now}); res.HasErrors() {
 				t.Fatal(res.Text(p.name + ".yaml"))
 			}
 		})
@@ -156,7 +156,7 @@ func TestPresetResults(t *testing.T) {
 			t.Errorf("%s: add the preset to expectedResults", p.name)
 			continue
 		}
-		_, res := validate.Load(p.data, validate.Options{Now: now})
+		_, res := pipeline.Validate(p.data, validate.Options{Now: now})
 		var got []string
 		for _, r := range res {
 			got = append(got, string(r.Severity)+" "+r.Field)

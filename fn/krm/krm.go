@@ -77,7 +77,7 @@ func process(rl *fn.ResourceList, opts validate.Options) (items []*yaml.Node, ob
 		return nil, nil, false, fmt.Errorf("re-reading the GPUPolicy: %w", err)
 	}
 	_, objs, res := pipeline.LoadNode(&node, opts)
-	rl.Results = append(rl.Results, res.KRM(validate.SourceOf(policy))...)
+	rl.Results = append(rl.Results, results(res, sourceOf(policy))...)
 	if res.HasErrors() {
 		return nil, nil, false, nil
 	}
@@ -96,10 +96,10 @@ func process(rl *fn.ResourceList, opts validate.Options) (items []*yaml.Node, ob
 // them from its output.
 func fileAnnotations(o render.Object) map[string]string {
 	return map[string]string{
-		validate.AnnotationPath:        o.Path(),
-		validate.AnnotationLegacyPath:  o.Path(),
-		validate.AnnotationIndex:       "0",
-		validate.AnnotationLegacyIndex: "0",
+		annotationPath:        o.Path(),
+		annotationLegacyPath:  o.Path(),
+		annotationIndex:       "0",
+		annotationLegacyIndex: "0",
 	}
 }
 
@@ -216,8 +216,4 @@ func isPolicy(o *fn.KubeObject) bool {
 func sameObject(a, b *fn.KubeObject) bool {
 	return a.GetAPIVersion() == b.GetAPIVersion() && a.GetKind() == b.GetKind() &&
 		a.GetName() == b.GetName() && a.GetNamespace() == b.GetNamespace()
-}
-
-func ref(o *fn.KubeObject) *fn.ResourceRef {
-	return &fn.ResourceRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), Namespace: o.GetNamespace()}
 }

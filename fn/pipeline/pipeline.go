@@ -1,12 +1,11 @@
-// Package pipeline is the one way from a policy document to rendered objects:
-// decode strictly → default → validate → render (which orders). The KRM function, the render
-// CLI and the audit, diff and doctor commands all go through it, so they can never disagree
-// about what a policy means.
+// Package pipeline is the one way from a policy document to rendered objects: decode strictly
+// (fn/api/v1alpha1) → record what the document sets → default → validate (fn/validate) →
+// render (fn/render, which orders). The KRM function, the render CLI and the audit, diff and
+// doctor commands all go through it, so they can never disagree about what a policy means.
+// Decoding and rendering problems become the same results as validation problems (results.go).
 package pipeline
 
 import (
-	"errors"
-
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
@@ -18,25 +17,35 @@ import (
 // results hold an error: there is never half an output. The policy is nil when it could not
 // be decoded.
 func Load(data []byte, opts validate.Options) (*v1alpha1.GPUPolicy, render.Objects, validate.Results) {
-	p, res := validate.Load(data, opts)
-	return finish(p, res)
+	return rendered(Validate(data, opts))
 }
 
 // LoadNode is Load for a parsed document (a KRM function's functionConfig or item).
 func LoadNode(n *yaml.Node, opts validate.Options) (*v1alpha1.GPUPolicy, render.Objects, validate.Results) {
-	p, res := validate.LoadNode(n, opts)
-	return finish(p, res)
+	p, err := v1alpha1.DecodeNode(n)
+	return rendered(checked(p, err, opts))
 }
 
-// Render renders a decoded policy: default, validate, render. It is Load for callers that
-// built the policy in Go.
-func Render(p *v1alpha1.GPUPolicy, opts validate.Options) (render.Objects, validate.Results) {
+// Validate is Load without rendering: decode, default, validate. On decoding errors the
+// policy is nil; otherwise it is defaulted, and it may be rendered only when the results hold
+// no error.
+func Validate(data []byte, opts validate.Options) (*v1alpha1.GPUPolicy, validate.Results) {
+	p, err := v1alpha1.Decode(data)
+	return checked(p, err, opts)
+}
+
+func checked(p *v1alpha1.GPUPolicy, err error, opts validate.Options) (*v1alpha1.GPUPolicy, validate.Results) {
+	if err != nil {
+		return nil, decodeResults(err)
+	}
+	// Defaulting copies spec.devicePlugin into every node pool; a pool is validated on what it
+	// wrote, so that is recorded first.
+	written := validate.WrittenOf(p)
 	v1alpha1.Default(p)
-	_, objs, res := finish(p, validate.Policy(p, opts))
-	return objs, res
+	return p, validate.Policy(p, written, opts)
 }
 
-func finish(p *v1alpha1.GPUPolicy, res validate.Results) (*v1alpha1.GPUPolicy, render.Objects, validate.Results) {
+func rendered(p *v1alpha1.GPUPolicy, res validate.Results) (*v1alpha1.GPUPolicy, render.Objects, validate.Results) {
 	if p == nil || res.HasErrors() {
 		return p, nil, res
 	}
@@ -45,17 +54,4 @@ func finish(p *v1alpha1.GPUPolicy, res validate.Results) (*v1alpha1.GPUPolicy, r
 		return p, nil, append(res, renderResults(err)...)
 	}
 	return p, objs, res
-}
-
-// renderResults words the few problems only rendering finds as validation results.
-func renderResults(err error) validate.Results {
-	var fe v1alpha1.FieldErrors
-	if !errors.As(err, &fe) {
-		return validate.Results{{Severity: validate.SeverityError, Message: err.Error()}}
-	}
-	out := make(validate.Results, 0, len(fe))
-	for _, e := range fe {
-		out = append(out, validate.Result{Severity: validate.SeverityError, Field: e.Field, Value: e.BadValue, Message: e.Detail})
-	}
-	return out
 }

@@ -2,12 +2,17 @@ package pipeline_test
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpupolicy/gpupolicy/fn/pipeline"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
+
+// today pins the lifecycle checks to the date the matrix facts were reviewed.
+var today = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
 func policy(t *testing.T) string {
 	b, err := os.ReadFile("../render/testdata/pools/policy.yaml")
@@ -46,5 +51,25 @@ func TestRenderErrorsBecomeResults(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no error on spec.nodePools[0].name:\n%s", res.Text(""))
+	}
+}
+
+// TestDecodeErrorsBecomeResults: every decoding problem is an error result at its field, and
+// apiVersion and kind get the exact line to write.
+func TestDecodeErrorsBecomeResults(t *testing.T) {
+	p, res := pipeline.Validate([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nspec: {bogus: 1}\n"), validate.Options{Now: today})
+	if p != nil {
+		t.Fatal("a policy that did not decode must be nil")
+	}
+	for _, w := range []struct{ field, msg string }{
+		{"apiVersion", "write apiVersion: gpupolicy.dev/v1alpha1"},
+		{"kind", "write kind: GPUPolicy"},
+		{"spec.bogus", `unknown field "bogus"`},
+	} {
+		if !slices.ContainsFunc(res, func(r validate.Result) bool {
+			return r.Severity == validate.SeverityError && r.Field == w.field && strings.Contains(r.Message, w.msg)
+		}) {
+			t.Errorf("missing error at %s containing %q in:\n%s", w.field, w.msg, res.Text(""))
+		}
 	}
 }

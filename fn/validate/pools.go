@@ -12,43 +12,78 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 )
 
-// devicePlugin checks device plugin settings. For a node pool, base is spec.devicePlugin:
-// a pool inherits its values through defaulting, and an inherited mistake is reported once,
-// at spec.devicePlugin, not again for every pool.
-func (c *checker) devicePlugin(dp, base *v1alpha1.DevicePlugin, s *v1alpha1.Spec, p *field.Path) {
-	own := func(v, inherited string) bool { return base == nil || v != inherited }
-	var b v1alpha1.DevicePlugin
-	if base != nil {
-		b = *base
+// Written is what a policy document sets itself, recorded before v1alpha1.Default: defaulting
+// fills every node pool's devicePlugin from spec.devicePlugin, after which a value a pool set
+// and one it inherited look alike. A pool is validated on what it set (presence), so a mistake
+// it inherits is reported once, at spec.devicePlugin, and one it repeats is reported at the
+// pool too.
+type Written struct {
+	pools []devicePluginSet // by index of spec.nodePools
+}
+
+// WrittenOf records what p sets. Call it on the decoded policy, before v1alpha1.Default.
+func WrittenOf(p *v1alpha1.GPUPolicy) Written {
+	w := Written{pools: make([]devicePluginSet, len(p.Spec.NodePools))}
+	for i := range p.Spec.NodePools {
+		w.pools[i] = setIn(p.Spec.NodePools[i].DevicePlugin)
 	}
-	if own(dp.ResourceName, b.ResourceName) {
-		c.resourceName(p.Child("resourceName"), dp.ResourceName)
+	return w
+}
+
+// devicePluginSet is what one devicePlugin block sets: "", 0 and nil mean not set (the
+// decoder reads an explicit null or 0 like an absent field). The values are copied out, so
+// defaulting the block afterwards cannot change them; Default only assigns a nil slice, never
+// writes into one.
+type devicePluginSet struct {
+	resourceName, migStrategy, deviceListStrategy string
+	replicas                                      int
+	ignoredXIDs                                   []uint64
+}
+
+func setIn(dp *v1alpha1.DevicePlugin) devicePluginSet {
+	if dp == nil {
+		return devicePluginSet{}
 	}
-	if own(dp.MIGStrategy, b.MIGStrategy) {
-		c.oneOf(p.Child("migStrategy"), dp.MIGStrategy, v1alpha1.MIGNone, v1alpha1.MIGSingle, v1alpha1.MIGMixed)
-	}
-	if own(dp.DeviceListStrategy, b.DeviceListStrategy) &&
-		c.oneOf(p.Child("deviceListStrategy"), dp.DeviceListStrategy, v1alpha1.DeviceListCDICRI, v1alpha1.DeviceListEnvvar) &&
-		dp.DeviceListStrategy == v1alpha1.DeviceListCDICRI && !v1alpha1.Bool(s.Toolkit.CDI) {
-		c.errorf(p.Child("deviceListStrategy"), dp.DeviceListStrategy, "cdi-cri passes CDI device names, which need toolkit.cdi: true; set toolkit.cdi: true or deviceListStrategy: envvar")
-	}
+	set := devicePluginSet{resourceName: dp.ResourceName, migStrategy: dp.MIGStrategy, deviceListStrategy: dp.DeviceListStrategy}
 	if dp.Sharing != nil && dp.Sharing.TimeSlicing != nil {
-		r := dp.Sharing.TimeSlicing.Replicas
-		inherited := base != nil && base.Sharing != nil && base.Sharing.TimeSlicing != nil && base.Sharing.TimeSlicing.Replicas == r
+		set.replicas = dp.Sharing.TimeSlicing.Replicas
+	}
+	if dp.HealthChecks != nil {
+		set.ignoredXIDs = dp.HealthChecks.IgnoredXIDs
+	}
+	return set
+}
+
+// devicePlugin checks the values set holds; dp is the same block defaulted, for the checks
+// that read a value next to the one set (the resource name time-sliced replicas are
+// advertised under). For spec.devicePlugin set is the defaulted block itself: every value is
+// its own.
+func (c *checker) devicePlugin(dp *v1alpha1.DevicePlugin, set devicePluginSet, s *v1alpha1.Spec, p *field.Path) {
+	if set.resourceName != "" {
+		c.resourceName(p.Child("resourceName"), set.resourceName)
+	}
+	if set.migStrategy != "" {
+		c.oneOf(p.Child("migStrategy"), set.migStrategy, v1alpha1.MIGNone, v1alpha1.MIGSingle, v1alpha1.MIGMixed)
+	}
+	if set.deviceListStrategy != "" &&
+		c.oneOf(p.Child("deviceListStrategy"), set.deviceListStrategy, v1alpha1.DeviceListCDICRI, v1alpha1.DeviceListEnvvar) &&
+		set.deviceListStrategy == v1alpha1.DeviceListCDICRI && !v1alpha1.Bool(s.Toolkit.CDI) {
+		c.errorf(p.Child("deviceListStrategy"), set.deviceListStrategy, "cdi-cri passes CDI device names, which need toolkit.cdi: true; set toolkit.cdi: true or deviceListStrategy: envvar")
+	}
+	if r := set.replicas; r != 0 {
 		rp := p.Child("sharing", "timeSlicing", "replicas")
 		switch {
-		case inherited:
 		case r < 1:
 			c.errorf(rp, r, "replicas must be at least 1 (1 = no sharing): use 1 or more")
 		case r > 64:
 			c.warnf(rp, r, "%d replicas per GPU leaves each container a sliver of time and memory with no isolation; typical values are 2–8", r)
 		}
-		if r > 1 && dp.ResourceName == v1alpha1.DefaultResourceName && (base == nil || !inherited) {
+		if r > 1 && dp.ResourceName == v1alpha1.DefaultResourceName {
 			c.infof(rp, r, "time-sliced replicas are advertised as %s, so a pod asking for one GPU cannot tell a shared slice from a whole GPU; a resourceName such as \"nvidia.com/gpu.shared\" makes the sharing visible", dp.ResourceName)
 		}
 	}
-	if dp.HealthChecks != nil {
-		c.xids(p.Child("healthChecks", "ignoredXIDs"), dp.HealthChecks.IgnoredXIDs, base)
+	if set.ignoredXIDs != nil {
+		c.xids(p.Child("healthChecks", "ignoredXIDs"), set.ignoredXIDs)
 	}
 }
 
@@ -62,10 +97,7 @@ func (c *checker) resourceName(p *field.Path, name string) {
 	}
 }
 
-func (c *checker) xids(p *field.Path, xids []uint64, base *v1alpha1.DevicePlugin) {
-	if base != nil && base.HealthChecks != nil && slicesEqual(xids, base.HealthChecks.IgnoredXIDs) {
-		return
-	}
+func (c *checker) xids(p *field.Path, xids []uint64) {
 	seen := map[uint64]bool{}
 	for i, x := range xids {
 		switch {
@@ -78,22 +110,10 @@ func (c *checker) xids(p *field.Path, xids []uint64, base *v1alpha1.DevicePlugin
 	}
 }
 
-func slicesEqual(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // nodePools checks each pool and that no node can fall into two pools. Selectors are equality
 // maps, so two pools are disjoint exactly when some key appears in both with different values;
 // otherwise a node carrying both label sets would run two device plugins for the same GPUs.
-func (c *checker) nodePools(s *v1alpha1.Spec, p *field.Path) {
+func (c *checker) nodePools(s *v1alpha1.Spec, w Written, p *field.Path) {
 	names := map[string]int{}
 	for i := range s.NodePools {
 		np := &s.NodePools[i]
@@ -119,7 +139,7 @@ func (c *checker) nodePools(s *v1alpha1.Spec, p *field.Path) {
 			}
 		}
 		if np.DevicePlugin != nil {
-			c.devicePlugin(np.DevicePlugin, &s.DevicePlugin, s, ip.Child("devicePlugin"))
+			c.devicePlugin(np.DevicePlugin, w.pools[i], s, ip.Child("devicePlugin"))
 		}
 	}
 	sorted := make([][]labelPair, len(s.NodePools))

@@ -1,20 +1,17 @@
 // Package validate checks a defaulted GPUPolicy field by field and against the version matrix
 // (fn/validate/matrix), and reports every problem at once, each with a severity, the field path
 // and a message that says what is wrong and how to fix it. The same results become KRM function
-// results (the kustomize/kpt entry point) or CLI text (`gpupolicy-fn render`). Errors mean the
-// policy cannot work and nothing may be rendered; warnings mean it works but is risky.
+// results (fn/krm converts them, with the resource and file) or CLI text (Results.Text, for
+// `gpupolicy-fn render`). Errors mean the policy cannot work and nothing may be rendered;
+// warnings mean it works but is risky. Decoding and defaulting are not here: fn/pipeline runs
+// decode → default → validate.
 package validate
 
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
-	"github.com/kptdev/krm-functions-sdk/go/fn"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Severity of a result; the strings are the KRM function spec's.
@@ -54,9 +51,10 @@ func (r Results) Err() error {
 	return errors.New(strings.TrimSuffix(r.Text(""), "\n"))
 }
 
-// sorted returns the results errors first, then warnings, then infos; the order of discovery
-// (which follows the document) is kept within a severity.
-func (r Results) sorted() Results {
+// Sorted returns the results errors first, then warnings, then infos; the order of discovery
+// (which follows the document) is kept within a severity. The CLI text and the KRM function's
+// results (fn/krm) both list them in this order.
+func (r Results) Sorted() Results {
 	rank := map[Severity]int{SeverityError: 0, SeverityWarning: 1, SeverityInfo: 2}
 	out := slices.Clone(r)
 	slices.SortStableFunc(out, func(a, b Result) int { return cmp.Compare(rank[a.Severity], rank[b.Severity]) })
@@ -66,7 +64,7 @@ func (r Results) sorted() Results {
 // Text renders the results for a terminal, one line each: "FILE: error: spec.x: message".
 func (r Results) Text(file string) string {
 	var b strings.Builder
-	for _, x := range r.sorted() {
+	for _, x := range r.Sorted() {
 		if file != "" {
 			b.WriteString(file + ": ")
 		}
@@ -77,97 +75,4 @@ func (r Results) Text(file string) string {
 		b.WriteString(x.Message + "\n")
 	}
 	return b.String()
-}
-
-// Source says where a policy came from, for the resourceRef and file of KRM results.
-type Source struct {
-	File  string
-	Index int
-	Ref   *fn.ResourceRef
-}
-
-// Annotations of the KRM functions spec that say which file an item lives in: kustomize and
-// kpt set them on a function's input, and the function sets them on the objects it adds. The
-// legacy names are still read by both; they must agree when both are set.
-const (
-	AnnotationPath        = "internal.config.kubernetes.io/path"
-	AnnotationIndex       = "internal.config.kubernetes.io/index"
-	AnnotationLegacyPath  = "config.kubernetes.io/path"
-	AnnotationLegacyIndex = "config.kubernetes.io/index"
-)
-
-// SourceOf describes a KRM input item.
-func SourceOf(obj *fn.KubeObject) Source {
-	src := Source{Ref: &fn.ResourceRef{
-		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(),
-		Name: obj.GetName(), Namespace: obj.GetNamespace(),
-	}}
-	src.File = obj.GetAnnotation(AnnotationPath)
-	if src.File == "" {
-		src.File = obj.GetAnnotation(AnnotationLegacyPath)
-	}
-	fmt.Sscan(obj.GetAnnotation(AnnotationIndex), &src.Index) //nolint:errcheck // absent index stays 0
-	return src
-}
-
-// KRM converts the results into KRM function results.
-func (r Results) KRM(src Source) fn.Results {
-	out := make(fn.Results, 0, len(r))
-	for _, x := range r.sorted() {
-		res := &fn.Result{Severity: fn.Severity(x.Severity), Message: x.Message}
-		if src.Ref != nil {
-			ref := *src.Ref
-			res.ResourceRef = &ref
-		}
-		if x.Field != "" {
-			res.Field = &fn.Field{Path: x.Field, CurrentValue: x.Value}
-		}
-		if src.File != "" {
-			res.File = &fn.File{Path: src.File, Index: src.Index}
-		}
-		out = append(out, res)
-	}
-	return out
-}
-
-// FromDecodeError turns an error of v1alpha1.Decode or DecodeNode into results: one per field
-// error, or one whole-document error (YAML syntax, empty file).
-func FromDecodeError(err error) Results {
-	if err == nil {
-		return nil
-	}
-	var list v1alpha1.FieldErrors
-	if !errors.As(err, &list) || len(list) == 0 {
-		msg := err.Error()
-		if strings.HasPrefix(msg, "YAML syntax") {
-			msg += ": fix the YAML at that line (indentation, a missing ':' or an unclosed bracket or quote), e.g. with a YAML-aware editor"
-		}
-		return Results{{Severity: SeverityError, Message: msg}}
-	}
-	out := make(Results, 0, len(list))
-	for _, e := range list {
-		out = append(out, Result{Severity: SeverityError, Field: e.Field, Message: decodeMessage(e)})
-	}
-	return out
-}
-
-// decodeMessage words a decoding error; apiVersion and kind get the exact line to write.
-func decodeMessage(e *field.Error) string {
-	switch {
-	case e.Type == field.ErrorTypeNotSupported && e.Field == "apiVersion":
-		return fmt.Sprintf("apiVersion %q is not supported: write apiVersion: %s", e.BadValue, v1alpha1.APIVersion)
-	case e.Type == field.ErrorTypeNotSupported && e.Field == "kind":
-		return fmt.Sprintf("kind %q is not supported: write kind: %s", e.BadValue, v1alpha1.Kind)
-	}
-	switch e.Type {
-	case field.ErrorTypeForbidden:
-		return e.Detail
-	case field.ErrorTypeDuplicate:
-		return fmt.Sprintf("duplicate key %v", e.BadValue)
-	case field.ErrorTypeTypeInvalid, field.ErrorTypeInvalid:
-		if e.Detail != "" {
-			return fmt.Sprintf("%s (found %v)", e.Detail, e.BadValue)
-		}
-	}
-	return e.ErrorBody()
 }

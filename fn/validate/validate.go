@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -23,30 +22,10 @@ type Options struct {
 	Matrix *matrix.Matrix
 }
 
-// Load decodes, defaults and validates one policy file. On decoding errors the policy is nil;
-// otherwise it is defaulted, and it may be rendered only when the results hold no error.
-func Load(data []byte, opts Options) (*v1alpha1.GPUPolicy, Results) {
-	p, err := v1alpha1.Decode(data)
-	return finish(p, err, opts)
-}
-
-// LoadNode is Load for a parsed document, such as a KRM function's input item.
-func LoadNode(n *yaml.Node, opts Options) (*v1alpha1.GPUPolicy, Results) {
-	p, err := v1alpha1.DecodeNode(n)
-	return finish(p, err, opts)
-}
-
-func finish(p *v1alpha1.GPUPolicy, err error, opts Options) (*v1alpha1.GPUPolicy, Results) {
-	if err != nil {
-		return nil, FromDecodeError(err)
-	}
-	v1alpha1.Default(p)
-	return p, Policy(p, opts)
-}
-
-// Policy validates a defaulted policy (v1alpha1.Default) and returns every problem. It never
+// Policy validates a defaulted policy (v1alpha1.Default) and returns every problem; w is what
+// the policy set itself (WrittenOf before defaulting), on which node pools are judged. It never
 // modifies p and never panics on any decodable input.
-func Policy(p *v1alpha1.GPUPolicy, opts Options) Results {
+func Policy(p *v1alpha1.GPUPolicy, w Written, opts Options) Results {
 	c := &checker{m: opts.Matrix, now: opts.Now}
 	if c.m == nil {
 		c.m = matrix.Default()
@@ -61,9 +40,9 @@ func Policy(p *v1alpha1.GPUPolicy, opts Options) Results {
 	c.driver(&p.Spec, spec.Child("driver"))
 	c.cuda(&p.Spec, spec.Child("cuda"))
 	c.toolkit(&p.Spec, spec.Child("toolkit"))
-	c.devicePlugin(&p.Spec.DevicePlugin, nil, &p.Spec, spec.Child("devicePlugin"))
+	c.devicePlugin(&p.Spec.DevicePlugin, setIn(&p.Spec.DevicePlugin), &p.Spec, spec.Child("devicePlugin"))
 	c.exporter(&p.Spec.Exporter, spec.Child("exporter"))
-	c.nodePools(&p.Spec, spec.Child("nodePools"))
+	c.nodePools(&p.Spec, w, spec.Child("nodePools"))
 	c.kubernetes(&p.Spec, spec)
 	c.images(&p.Spec, spec)
 	return c.res

@@ -1,10 +1,12 @@
-package validate
+package validate_test
 
 import (
-	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/fn/pipeline"
+	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
 // today pins the lifecycle checks to the date the matrix facts were reviewed.
@@ -20,9 +22,9 @@ spec:
   cuda: {version: "12.8"}
 `
 
-func load(t *testing.T, doc string) Results {
+func load(t *testing.T, doc string) validate.Results {
 	t.Helper()
-	_, res := Load([]byte(doc), Options{Now: today})
+	_, res := pipeline.Validate([]byte(doc), validate.Options{Now: today})
 	return res
 }
 
@@ -43,12 +45,12 @@ func TestResultsAreOrderedAndComplete(t *testing.T) {
 
 // want is one expected result: severity, path and a message fragment.
 type want struct {
-	sev   Severity
+	sev   validate.Severity
 	field string
 	msg   string
 }
 
-func has(res Results, w want) bool {
+func has(res validate.Results, w want) bool {
 	for _, r := range res {
 		if r.Severity == w.sev && r.Field == w.field && strings.Contains(r.Message, w.msg) {
 			return true
@@ -66,43 +68,43 @@ func TestWarningsWhereRisky(t *testing.T) {
 	}{
 		"R535 past EOL": {
 			doc:  strings.Replace(base, `"580.95.05"`, `"535.261.03"`, 1),
-			want: []want{{SeverityWarning, "spec.driver.version", "R535 (LTSB) reached end of life in 2026-06"}},
+			want: []want{{validate.SeverityWarning, "spec.driver.version", "R535 (LTSB) reached end of life in 2026-06"}},
 		},
 		"R535 before EOL": {
 			doc: strings.Replace(base, `"580.95.05"`, `"535.261.03"`, 1), now: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), none: true,
 		},
 		"R570 past EOL": {
 			doc:  strings.Replace(base, `"580.95.05"`, `"570.195.03"`, 1),
-			want: []want{{SeverityWarning, "spec.driver.version", "R570 (PB) reached end of life in 2026-02"}},
+			want: []want{{validate.SeverityWarning, "spec.driver.version", "R570 (PB) reached end of life in 2026-02"}},
 		},
 		"newer containerd": {
 			doc:  base + "  containerRuntime: {version: \"2.3\"}\n",
-			want: []want{{SeverityWarning, "spec.containerRuntime.version", "newer than the newest minor"}},
+			want: []want{{validate.SeverityWarning, "spec.containerRuntime.version", "newer than the newest minor"}},
 		},
 		"untested kubernetes": {
 			doc:  strings.Replace(base, `"1.34"`, `"1.40"`, 1),
-			want: []want{{SeverityWarning, "spec.kubernetesVersion", "newer than the newest tested minor (1.37)"}},
+			want: []want{{validate.SeverityWarning, "spec.kubernetesVersion", "newer than the newest tested minor (1.37)"}},
 		},
 		"node-name claim beta": {
 			doc:  strings.Replace(base, `"1.34"`, `"1.31"`, 1),
-			want: []want{{SeverityWarning, "spec.kubernetesVersion", "ServiceAccountTokenPodNodeInfo, which is beta"}},
+			want: []want{{validate.SeverityWarning, "spec.kubernetesVersion", "ServiceAccountTokenPodNodeInfo, which is beta"}},
 		},
 		"restart none, default runtime, no guardrails, old toolkit": {
 			doc: base + "  containerRuntime: {restartMode: none}\n  toolkit: {setAsDefault: true, version: \"1.17.8\"}\n  guardrails: {enabled: false}\n",
 			want: []want{
-				{SeverityWarning, "spec.containerRuntime.restartMode", "never restarted"},
-				{SeverityWarning, "spec.toolkit.setAsDefault", "every container"},
-				{SeverityWarning, "spec.guardrails.enabled", "any label of any node"},
-				{SeverityWarning, "spec.toolkit.version", "≥ 1.18.0"},
+				{validate.SeverityWarning, "spec.containerRuntime.restartMode", "never restarted"},
+				{validate.SeverityWarning, "spec.toolkit.setAsDefault", "every container"},
+				{validate.SeverityWarning, "spec.guardrails.enabled", "any label of any node"},
+				{validate.SeverityWarning, "spec.toolkit.version", "≥ 1.18.0"},
 			},
 		},
 		"explicitly no tolerations": {
 			doc:  base + "  tolerations: []\n",
-			want: []want{{SeverityWarning, "spec.tolerations", "drops the default toleration"}},
+			want: []want{{validate.SeverityWarning, "spec.tolerations", "drops the default toleration"}},
 		},
 		"pool inherits invalid settings once": {
 			doc:  base + "  devicePlugin: {migStrategy: all}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}}\n",
-			want: []want{{SeverityError, "spec.devicePlugin.migStrategy", "not one of"}},
+			want: []want{{validate.SeverityError, "spec.devicePlugin.migStrategy", "not one of"}},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -110,7 +112,7 @@ func TestWarningsWhereRisky(t *testing.T) {
 			if now.IsZero() {
 				now = today
 			}
-			_, res := Load([]byte(tc.doc), Options{Now: now})
+			_, res := pipeline.Validate([]byte(tc.doc), validate.Options{Now: now})
 			if tc.none && len(res) > 0 {
 				t.Fatalf("want no results, got:\n%s", res.Text(""))
 			}
@@ -126,46 +128,64 @@ func TestWarningsWhereRisky(t *testing.T) {
 	}
 }
 
-func TestKRMResultsCarryFieldResourceAndFile(t *testing.T) {
-	obj, err := fn.ParseKubeObject([]byte(`apiVersion: gpupolicy.dev/v1alpha1
-kind: GPUPolicy
-metadata:
-  name: fleet
-  annotations:
-    internal.config.kubernetes.io/path: policies/fleet.yaml
-    internal.config.kubernetes.io/index: "2"
-spec: {}
-`))
-	if err != nil {
-		t.Fatal(err)
+// TestErrOnlyWithErrors: Err is set exactly when an error is present.
+func TestErrOnlyWithErrors(t *testing.T) {
+	res := validate.Results{
+		{Severity: validate.SeverityWarning, Field: "spec.a", Message: "w"},
+		{Severity: validate.SeverityError, Field: "spec.exporter.port", Value: 80, Message: "e"},
 	}
-	res := Results{
-		{Severity: SeverityWarning, Field: "spec.a", Message: "w"},
-		{Severity: SeverityError, Field: "spec.exporter.port", Value: 80, Message: "e"},
-	}
-	out := res.KRM(SourceOf(obj))
-	if len(out) != 2 || out.ExitCode() != 1 {
-		t.Fatalf("got %v", out)
-	}
-	e := out[0]
-	if e.Severity != fn.Error || e.Field.Path != "spec.exporter.port" || e.Field.CurrentValue != 80 ||
-		e.ResourceRef.Kind != "GPUPolicy" || e.ResourceRef.Name != "fleet" || e.File.Path != "policies/fleet.yaml" || e.File.Index != 2 {
-		t.Fatalf("error result = %+v %+v %+v %+v", e, e.Field, e.ResourceRef, e.File)
-	}
-	if res.Err() == nil || (Results{res[0]}).Err() != nil {
+	if res.Err() == nil || (validate.Results{res[0]}).Err() != nil {
 		t.Fatal("Err must be set exactly when an error is present")
 	}
 }
 
-func TestDecodeErrorsBecomeResults(t *testing.T) {
-	_, res := Load([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nspec: {bogus: 1}\n"), Options{Now: today})
-	for _, w := range []want{
-		{SeverityError, "apiVersion", "write apiVersion: gpupolicy.dev/v1alpha1"},
-		{SeverityError, "kind", "write kind: GPUPolicy"},
-		{SeverityError, "spec.bogus", `unknown field "bogus"`},
+// TestPoolJudgedOnWhatItSets: a node pool is validated on the values it writes, whether or not
+// they equal spec.devicePlugin's; what it only inherits is reported once, at spec.devicePlugin
+// (the "pool inherits invalid settings once" case above).
+func TestPoolJudgedOnWhatItSets(t *testing.T) {
+	for name, tc := range map[string]struct {
+		doc  string
+		want []want
+	}{
+		"pool repeats the base's invalid migStrategy": {
+			doc: base + "  devicePlugin: {migStrategy: all}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}, devicePlugin: {migStrategy: all}}\n",
+			want: []want{
+				{validate.SeverityError, "spec.devicePlugin.migStrategy", "not one of"},
+				{validate.SeverityError, "spec.nodePools[0].devicePlugin.migStrategy", "not one of"},
+			},
+		},
+		"pool repeats the base's replicas": {
+			doc: base + "  devicePlugin: {resourceName: nvidia.com/gpu.shared, sharing: {timeSlicing: {replicas: 100}}}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}, devicePlugin: {sharing: {timeSlicing: {replicas: 100}}}}\n",
+			want: []want{
+				{validate.SeverityWarning, "spec.devicePlugin.sharing.timeSlicing.replicas", "100 replicas per GPU"},
+				{validate.SeverityWarning, "spec.nodePools[0].devicePlugin.sharing.timeSlicing.replicas", "100 replicas per GPU"},
+			},
+		},
+		"pool repeats the base's ignoredXIDs": {
+			doc: base + "  devicePlugin: {healthChecks: {ignoredXIDs: [0]}}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}, devicePlugin: {healthChecks: {ignoredXIDs: [0]}}}\n",
+			want: []want{
+				{validate.SeverityError, "spec.devicePlugin.healthChecks.ignoredXIDs[0]", "not an NVIDIA XID"},
+				{validate.SeverityError, "spec.nodePools[0].devicePlugin.healthChecks.ignoredXIDs[0]", "not an NVIDIA XID"},
+			},
+		},
+		"pool repeats the base's default resource name under time-slicing": {
+			doc: base + "  devicePlugin: {sharing: {timeSlicing: {replicas: 4}}}\n  nodePools:\n  - {name: a, nodeSelector: {pool: a}, devicePlugin: {resourceName: nvidia.com/gpu, sharing: {timeSlicing: {replicas: 4}}}}\n",
+			want: []want{
+				{validate.SeverityInfo, "spec.devicePlugin.sharing.timeSlicing.replicas", "time-sliced replicas are advertised as nvidia.com/gpu"},
+				{validate.SeverityInfo, "spec.nodePools[0].devicePlugin.sharing.timeSlicing.replicas", "time-sliced replicas are advertised as nvidia.com/gpu"},
+			},
+		},
 	} {
-		if !has(res, w) {
-			t.Errorf("missing %v in:\n%s", w, res.Text(""))
-		}
+		t.Run(name, func(t *testing.T) {
+			res := load(t, tc.doc)
+			for _, w := range tc.want {
+				if !has(res, w) {
+					t.Errorf("missing %v in:\n%s", w, res.Text(""))
+				}
+			}
+			if len(res) != len(tc.want) {
+				t.Errorf("want exactly %d results, got:\n%s", len(tc.want), res.Text(""))
+			}
+		})
 	}
 }

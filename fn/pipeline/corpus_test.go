@@ -1,4 +1,4 @@
-package validate_test
+package pipeline_test
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpupolicy/gpupolicy/fn/pipeline"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
@@ -73,7 +74,7 @@ func TestInvalidCorpus(t *testing.T) {
 	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	for _, c := range loadInvalidCases(t) {
 		t.Run(c.Name, func(t *testing.T) {
-			p, res := validate.Load(c.Policy, validate.Options{Now: now})
+			p, res := pipeline.Validate(c.Policy, validate.Options{Now: now})
 			if !res.HasErrors() {
 				t.Fatalf("accepted (policy %v), results:\n%s", p != nil, res.Text(""))
 			}

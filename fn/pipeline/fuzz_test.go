@@ -1,4 +1,4 @@
-package validate_test
+package pipeline_test
 
 import (
 	"bytes"
@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kptdev/krm-functions-sdk/go/fn"
-
 	"github.com/gpupolicy/gpupolicy/fn/audit"
-	"github.com/gpupolicy/gpupolicy/fn/krm"
 	"github.com/gpupolicy/gpupolicy/fn/pipeline"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
@@ -18,7 +15,7 @@ import (
 // FuzzPipeline feeds arbitrary documents through decode → default → validate → render → audit.
 // Whatever the input: no panic; errors and objects are exclusive; a policy without errors
 // renders deterministically and its objects audit cleanly. Seeds: the invalid corpus and the
-// presets. Run: go test ./fn/validate -run '^$' -fuzz FuzzPipeline -parallel 1
+// presets. Run: go test ./fn/pipeline -run '^$' -fuzz FuzzPipeline -parallel 1
 func FuzzPipeline(f *testing.F) {
 	seeds, _ := filepath.Glob("../testdata/invalid/*/policy.yaml")
 	presets, _ := filepath.Glob("../../policies/*.yaml")
@@ -59,39 +56,6 @@ func FuzzPipeline(f *testing.F) {
 		}
 		if _, err := audit.Build(us); err != nil {
 			t.Fatalf("audit of rendered objects: %v", err)
-		}
-	})
-}
-
-// FuzzKRMFunction feeds arbitrary ResourceLists to the KRM function: no panic, exit 0 exactly
-// when no result is an error, and a rejected list carries no items.
-// Run: go test ./fn/validate -run '^$' -fuzz FuzzKRMFunction -parallel 1
-func FuzzKRMFunction(f *testing.F) {
-	presets, _ := filepath.Glob("../../policies/*.yaml")
-	seeds, _ := filepath.Glob("../testdata/invalid/*/policy.yaml")
-	for _, s := range append(presets, seeds[:min(len(seeds), 20)]...) {
-		if b, err := os.ReadFile(s); err == nil {
-			f.Add([]byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\nfunctionConfig:\n" + indent(string(b))))
-		}
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var stdout, stderr bytes.Buffer
-		code := krm.Run(bytes.NewReader(data), &stdout, &stderr, validate.Options{Now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)})
-		if stdout.Len() == 0 {
-			if code == 0 {
-				t.Fatal("exit 0 without output")
-			}
-			return
-		}
-		rl, err := fn.ParseResourceList(stdout.Bytes())
-		if err != nil {
-			t.Fatalf("output is not a ResourceList: %v", err)
-		}
-		if (rl.Results.ExitCode() == 1) != (code == 1) {
-			t.Fatalf("exit %d but results %v", code, rl.Results)
-		}
-		if code == 1 && len(rl.Items) > 0 {
-			t.Fatalf("rejected ResourceList still carries %d items", len(rl.Items))
 		}
 	})
 }

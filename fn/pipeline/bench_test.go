@@ -1,0 +1,43 @@
+package pipeline_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gpupolicy/gpupolicy/fn/pipeline"
+	"github.com/gpupolicy/gpupolicy/fn/validate"
+)
+
+// minimal is the smallest valid policy: the three fields without a default.
+const minimal = `apiVersion: gpupolicy.dev/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: fleet
+spec:
+  kubernetesVersion: "1.34"
+  driver: {version: "580.95.05"}
+  cuda: {version: "12.8"}
+`
+
+// BenchmarkValidate measures decode + default + validate for policies with 1, 100 and 1,000
+// node pools. The pairwise disjointness check is quadratic in the number of pools; this shows
+// what that costs at sizes far beyond real fleets.
+func BenchmarkValidate(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		var doc strings.Builder
+		doc.WriteString(minimal + "  nodePools:\n")
+		for i := range n {
+			fmt.Fprintf(&doc, "  - name: pool-%d\n    nodeSelector: {pool: p%d, gpu.model: a100}\n    devicePlugin: {sharing: {timeSlicing: {replicas: 4}}}\n", i, i)
+		}
+		data := []byte(doc.String())
+		b.Run(fmt.Sprintf("pools=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, res := pipeline.Validate(data, validate.Options{Now: today}); res.HasErrors() {
+					b.Fatal(res.Text(""))
+				}
+			}
+		})
+	}
+}
