@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // devicePlugin checks device plugin settings. For a node pool, base is spec.devicePlugin:
@@ -25,11 +26,11 @@ func (c *checker) devicePlugin(dp, base *v1alpha1.DevicePlugin, s *v1alpha1.Spec
 		c.resourceName(p.Child("resourceName"), dp.ResourceName)
 	}
 	if own(dp.MIGStrategy, b.MIGStrategy) {
-		c.oneOf(p.Child("migStrategy"), dp.MIGStrategy, v1alpha1.MIGNone, v1alpha1.MIGSingle, v1alpha1.MIGMixed)
+		c.oneOf(p.Child("migStrategy"), dp.MIGStrategy, config.MIGNone, config.MIGSingle, config.MIGMixed)
 	}
 	if own(dp.DeviceListStrategy, b.DeviceListStrategy) &&
-		c.oneOf(p.Child("deviceListStrategy"), dp.DeviceListStrategy, v1alpha1.DeviceListCDICRI, v1alpha1.DeviceListEnvvar) &&
-		dp.DeviceListStrategy == v1alpha1.DeviceListCDICRI && !v1alpha1.Bool(s.Toolkit.CDI) {
+		c.oneOf(p.Child("deviceListStrategy"), dp.DeviceListStrategy, config.DeviceListCDICRI, config.DeviceListEnvVar) &&
+		dp.DeviceListStrategy == config.DeviceListCDICRI && !v1alpha1.Bool(s.Toolkit.CDI) {
 		c.errorf(p.Child("deviceListStrategy"), dp.DeviceListStrategy, "cdi-cri passes CDI device names, which need toolkit.cdi: true; set toolkit.cdi: true or deviceListStrategy: envvar")
 	}
 	if dp.Sharing != nil && dp.Sharing.TimeSlicing != nil {
@@ -43,7 +44,7 @@ func (c *checker) devicePlugin(dp, base *v1alpha1.DevicePlugin, s *v1alpha1.Spec
 		case r > 64:
 			c.warnf(rp, r, "%d replicas per GPU leaves each container a sliver of time and memory with no isolation; typical values are 2–8", r)
 		}
-		if r > 1 && dp.ResourceName == v1alpha1.DefaultResourceName && (base == nil || !inherited) {
+		if r > 1 && dp.ResourceName == config.DefaultResourceName && (base == nil || !inherited) {
 			c.infof(rp, r, "time-sliced replicas are advertised as %s, so a pod asking for one GPU cannot tell a shared slice from a whole GPU; a resourceName such as \"nvidia.com/gpu.shared\" makes the sharing visible", dp.ResourceName)
 		}
 	}

@@ -27,6 +27,11 @@ const (
 	// spec (nvidia.com/gpu devices named by UUID) for deviceListStrategy cdi-cri; its directory
 	// is one of containerd's default cdi_spec_dirs.
 	CDISpecFile = "/var/run/cdi/nvidia.yaml"
+	// CDIKind is the CDI kind (vendor/class) of NVIDIA's generated spec (nvidia-ctk cdi
+	// generate): the device plugin hands containerd "<CDIKind>=<uuid>" under cdi-cri, and the
+	// agent checks the installed spec declares that kind. Devices are named by UUID, so the
+	// same name works for GPUs and MIG devices alike.
+	CDIKind = "nvidia.com/gpu"
 )
 
 // Agent is the node agent's configuration (ConfigMap AgentConfigMap, key AgentConfigFile).

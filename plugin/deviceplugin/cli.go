@@ -69,9 +69,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	routeGRPCLogs(log)
-	cfg := DefaultConfig()
+	cfg := config.DefaultDevicePlugin()
 	if *configFile != "" {
-		if cfg, err = LoadConfig(*configFile); err != nil {
+		if cfg, err = config.LoadDevicePlugin(*configFile); err != nil {
 			log.Error("cannot load config", "error", err)
 			return 1
 		}

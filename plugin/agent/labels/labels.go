@@ -136,7 +136,7 @@ func FromNVML(lib gonvml.Interface, dp config.DevicePlugin) (map[string]string, 
 	}
 	out[MIGStrategy] = dp.MIGStrategy
 	if out[MIGStrategy] == "" {
-		out[MIGStrategy] = MIGStrategyNone
+		out[MIGStrategy] = config.MIGNone
 	}
 	if err := migLabels(lib, count, out[MIGStrategy], out); err != nil {
 		return nil, err
