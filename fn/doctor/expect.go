@@ -49,10 +49,11 @@ type PoolExpectation struct {
 }
 
 // resourceFor is the resource the device plugin advertises on a node with these labels: its
-// pool's, else the policy's (pools are disjoint by validation).
+// pool's, else the policy's, by the agent's rule of which pool a node is in
+// (config.Agent.PoolFor).
 func (e Expectations) resourceFor(labels map[string]string) string {
 	for _, p := range e.Pools {
-		if matchesSelector(labels, p.NodeSelector) {
+		if config.MatchesNodeSelector(labels, p.NodeSelector) {
 			return p.ResourceName
 		}
 	}

@@ -323,7 +323,7 @@ func (s *snapshot) runtimeClassFit(n *corev1.Node) RuntimeClassFit {
 	f.Known = true
 	sel := runtimeClassSelector(s.runtimeClass)
 	f.Selector = selectorString(sel)
-	f.Matches = len(sel) == 0 || matchesSelector(n.Labels, sel)
+	f.Matches = len(sel) == 0 || config.MatchesNodeSelector(n.Labels, sel)
 	return f
 }
 

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // unscheduled walks the gates of a pod the scheduler has not placed, in the order a GPU pod
@@ -25,12 +27,12 @@ func (s *snapshot) unscheduled(p *corev1.Pod, res string, need int64, rc *nodev1
 	if sel := runtimeClassSelector(rc); len(sel) > 0 {
 		var matching, both []*corev1.Node
 		for i := range s.nodes {
-			if matchesSelector(s.nodes[i].Labels, sel) {
+			if config.MatchesNodeSelector(s.nodes[i].Labels, sel) {
 				matching = append(matching, &s.nodes[i])
 			}
 		}
 		for _, n := range candidates {
-			if matchesSelector(n.Labels, sel) {
+			if config.MatchesNodeSelector(n.Labels, sel) {
 				both = append(both, n)
 			}
 		}

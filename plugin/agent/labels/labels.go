@@ -176,30 +176,3 @@ func deviceLabels(lib gonvml.Interface, out map[string]string) error {
 	}
 	return nil
 }
-
-// PoolFor picks the device plugin settings of the pool whose nodeSelector matches the
-// node's labels, else the settings of the nodes outside every pool.
-func PoolFor(cfg *config.Agent, nodeLabels map[string]string) config.DevicePlugin {
-	for _, p := range cfg.NodePools {
-		if matches(p.NodeSelector, nodeLabels) {
-			dp := p.DevicePlugin
-			if dp.Pool == "" {
-				dp.Pool = p.Name
-			}
-			return dp
-		}
-	}
-	return cfg.DevicePlugin
-}
-
-func matches(sel, labels map[string]string) bool {
-	if len(sel) == 0 {
-		return false
-	}
-	for k, v := range sel {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
