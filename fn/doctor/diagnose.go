@@ -187,8 +187,8 @@ func (s *snapshot) isGPUNode(n *corev1.Node) bool {
 	if config.MatchesNodeSelector(n.Labels, s.exp.EntrySelector) {
 		return true
 	}
-	for _, g := range gateDefs {
-		if _, ok := n.Labels[g.label]; ok {
+	for _, g := range config.Gates {
+		if _, ok := n.Labels[g.Label]; ok {
 			return true
 		}
 	}

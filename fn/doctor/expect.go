@@ -71,6 +71,11 @@ func (e Expectations) resourceNames() []string {
 	return names
 }
 
+// stages are the optional stages e enables, as the gate table (config.Gates) reads them.
+func (e Expectations) stages() config.Stages {
+	return config.Stages{FeatureDiscovery: e.FeatureDiscovery, Exporter: e.Exporter}
+}
+
 // defaultExpectations are the contract's defaults, used when nothing better is known.
 func defaultExpectations(namespace string) Expectations {
 	if namespace == "" {

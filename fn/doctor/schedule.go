@@ -201,7 +201,7 @@ func (s *snapshot) scheduled(p *corev1.Pod, events []corev1.Event) (string, Find
 	if e, ok := lastEvent(events, "FailedCreatePodSandBox"); ok && runtimeHandlerError.MatchString(e.Message) {
 		f := Finding{Severity: SeverityError, Check: PodGateRuntimeHandler,
 			Message: fmt.Sprintf("containerd on %s has no %q runtime handler: %s", node, s.exp.RuntimeClassName, oneLine(e.Message))}
-		if r, ok := s.nodeReports[node]; ok && gateState(r.Gates, "toolkit-ready") != GateStateOpen {
+		if r, ok := s.nodeReports[node]; ok && gateState(r.Gates, config.GateToolkitReady) != GateStateOpen {
 			f.Fix = fmt.Sprintf("the RuntimeClass should not have admitted the pod to %s (its toolkit gate is closed): re-apply the rendered RuntimeClass, then delete the pod so it is rescheduled", node)
 		} else {
 			f.Fix = fmt.Sprintf("the toolkit gate on %s is open but containerd lost the handler (config replaced or containerd restarted without the drop-in): see the gpu-container-toolkit pod there (%s); it re-applies the drop-in; then delete the pod", node, onNode)
