@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 )
 
 // requestTimeout bounds each API call so an unreachable cluster fails in seconds, not minutes.
@@ -41,7 +43,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	policy := fs.String("f", "", "GPUPolicy file, or a directory/file of its rendered objects (gpupolicy-fn render -o DIR); the diagnosis then uses the policy's facts and reports rendered objects missing or changed in the cluster")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster service account)")
 	kubeContext := fs.String("context", "", "kubeconfig context to use (default: the current context)")
-	namespace := fs.String("namespace", DefaultNamespace, "namespace of the rendered objects, where the gpu-node-agent ConfigMap is read from when -f is not given")
+	namespace := fs.String("namespace", v1alpha1.DefaultNamespace, "namespace of the rendered objects, where the gpu-node-agent ConfigMap is read from when -f is not given")
 	node := fs.String("node", "", "report only this node (and the GPU pods bound to it)")
 	pod := fs.String("pod", "", "report only this pod, NAMESPACE/NAME, even if it is running")
 	output := fs.String("o", "table", "output format: table or json")

@@ -55,7 +55,7 @@ const (
 
 // DefaultNodeSelector is the entry gate when spec.nodeSelector is empty.
 func DefaultNodeSelector() map[string]string {
-	return map[string]string{"nvidia.com/gpu.present": "true"}
+	return map[string]string{config.LabelGPUPresent: "true"}
 }
 
 // DefaultTolerations tolerate the taint GPU nodes commonly carry.
