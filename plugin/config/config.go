@@ -1,6 +1,13 @@
 // Package config is the contract between the function (fn/), which renders these documents
 // into ConfigMaps, and the node programs (plugin/), which read them. One Go type per file
 // format keeps both sides in step: a field renamed here breaks the build on both sides.
+// Every fact both sides must agree on lives here once:
+//
+//   - config.go: the documents' types, ConfigMap names, mount paths, the CDI kind;
+//   - deviceplugin.go: the device plugin's defaults and enumerations, its strict loader;
+//   - agent.go: the agent's strict loader and which pool a node is in (Agent.PoolFor);
+//   - gates.go: the stage/gate table the agent opens and doctor reads;
+//   - labels.go: node label and annotation keys; containerd.go: containerd's config versions.
 //
 // Every document is YAML (JSON field names) and is decoded strictly.
 package config
