@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/fn/doctor"
 )
 
@@ -18,7 +19,7 @@ func Doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Policy, "f", "", "GPUPolicy file, or a directory/file of its rendered objects (gpupolicy-fn render -o DIR); the diagnosis then uses the policy's facts and reports rendered objects missing or changed in the cluster")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster service account)")
 	fs.StringVar(&o.Context, "context", "", "kubeconfig context to use (default: the current context)")
-	fs.StringVar(&o.Namespace, "namespace", doctor.DefaultNamespace, "namespace of the rendered objects, where the gpu-node-agent ConfigMap is read from when -f is not given")
+	fs.StringVar(&o.Namespace, "namespace", v1alpha1.DefaultNamespace, "namespace of the rendered objects, where the gpu-node-agent ConfigMap is read from when -f is not given")
 	fs.StringVar(&o.Node, "node", "", "report only this node (and the GPU pods bound to it)")
 	fs.StringVar(&o.Pod, "pod", "", "report only this pod, NAMESPACE/NAME, even if it is running")
 	fs.StringVar(&o.Format, "o", "table", "output format: table or json")

@@ -184,28 +184,16 @@ func (s *snapshot) readCluster(ctx context.Context) error {
 
 // isGPUNode: the policy's entry selector picks it, the agent has touched it, or it advertises GPUs.
 func (s *snapshot) isGPUNode(n *corev1.Node) bool {
-	if matchesSelector(n.Labels, s.exp.EntrySelector) {
+	if config.MatchesNodeSelector(n.Labels, s.exp.EntrySelector) {
 		return true
 	}
-	for _, g := range gateDefs {
-		if _, ok := n.Labels[g.label]; ok {
+	for _, g := range config.Gates {
+		if _, ok := n.Labels[g.Label]; ok {
 			return true
 		}
 	}
 	q, ok := n.Status.Capacity[corev1.ResourceName(s.exp.resourceFor(n.Labels))]
 	return ok && !q.IsZero()
-}
-
-func matchesSelector(labels, sel map[string]string) bool {
-	if len(sel) == 0 {
-		return false
-	}
-	for k, v := range sel {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
 
 func terminated(p *corev1.Pod) bool {

@@ -42,7 +42,7 @@ type Options struct {
 	// ~/.kube/config, then the in-cluster service account, with the current context.
 	Kubeconfig, Context string
 	// Namespace of the rendered objects, where the agent ConfigMap is read from when Policy
-	// is empty ("" = DefaultNamespace).
+	// is empty ("" = v1alpha1.DefaultNamespace).
 	Namespace string
 	// Node and Pod (NAMESPACE/NAME) narrow the report; empty: every GPU node and GPU pod.
 	Node, Pod string

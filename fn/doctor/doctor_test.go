@@ -169,20 +169,20 @@ func TestClosedReason(t *testing.T) {
 		config.StageDriver:  {Ready: false, Reason: "no driver loaded"},
 		config.StageToolkit: {Ready: false, Reason: "no toolkit status"},
 	}
-	for _, d := range gateDefs {
+	for _, d := range config.Gates {
 		want := "driver: no driver loaded"
-		if d.stage == config.StageDriver {
+		if d.Name == config.StageDriver {
 			want = ""
 		}
 		if got := closedReason(d, verdicts); got != want {
-			t.Errorf("%s: closedReason = %q, want %q", d.label, got, want)
+			t.Errorf("%s: closedReason = %q, want %q", d.Label, got, want)
 		}
 	}
 	verdicts[config.StageDriver] = stageVerdict{Ready: true, Reason: "driver 580.95.05 loaded"}
-	if got := closedReason(gateDefs[3], verdicts); got != "container-toolkit: no toolkit status" {
+	if got := closedReason(config.Gates[3], verdicts); got != "container-toolkit: no toolkit status" {
 		t.Errorf("device-plugin gate: %q", got)
 	}
-	if got := closedReason(gateDefs[1], verdicts); got != "" {
+	if got := closedReason(config.Gates[1], verdicts); got != "" {
 		t.Errorf("the container-toolkit gate only depends on the driver check: %q", got)
 	}
 }

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,18 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// Defaults of the GPUPolicy contract that doctor falls back to when neither -f nor the agent's
-// ConfigMap in the cluster says otherwise.
-const (
-	DefaultNamespace        = "gpu-system"
-	DefaultResourceName     = "nvidia.com/gpu"
-	DefaultRuntimeClassName = "nvidia"
-	// agentDaemonSet is the DaemonSet whose nodeSelector is the policy's entry gate.
-	agentDaemonSet = "gpu-node-agent"
-)
+// agentDaemonSet is the DaemonSet whose nodeSelector is the policy's entry gate.
+const agentDaemonSet = "gpu-node-agent"
 
 // Expectations are the facts of the policy that a diagnosis needs: which resource a GPU pod asks
 // for, which RuntimeClass it names, which driver the nodes must run and which stages exist.
@@ -49,10 +44,11 @@ type PoolExpectation struct {
 }
 
 // resourceFor is the resource the device plugin advertises on a node with these labels: its
-// pool's, else the policy's (pools are disjoint by validation).
+// pool's, else the policy's, by the agent's rule of which pool a node is in
+// (config.Agent.PoolFor).
 func (e Expectations) resourceFor(labels map[string]string) string {
 	for _, p := range e.Pools {
-		if matchesSelector(labels, p.NodeSelector) {
+		if config.MatchesNodeSelector(labels, p.NodeSelector) {
 			return p.ResourceName
 		}
 	}
@@ -70,17 +66,20 @@ func (e Expectations) resourceNames() []string {
 	return names
 }
 
-// defaultExpectations are the contract's defaults, used when nothing better is known.
+// stages are the optional stages e enables, as the gate table (config.Gates) reads them.
+func (e Expectations) stages() config.Stages {
+	return config.Stages{FeatureDiscovery: e.FeatureDiscovery, Exporter: e.Exporter}
+}
+
+// defaultExpectations are the contract's defaults, used when neither -f nor the agent's
+// ConfigMap in the cluster says otherwise.
 func defaultExpectations(namespace string) Expectations {
-	if namespace == "" {
-		namespace = DefaultNamespace
-	}
 	return Expectations{
 		Source:           "defaults",
-		Namespace:        namespace,
-		ResourceName:     DefaultResourceName,
-		RuntimeClassName: DefaultRuntimeClassName,
-		EntrySelector:    map[string]string{config.LabelGPUPresent: "true"},
+		Namespace:        cmp.Or(namespace, v1alpha1.DefaultNamespace),
+		ResourceName:     config.DefaultResourceName,
+		RuntimeClassName: v1alpha1.DefaultRuntimeClassName,
+		EntrySelector:    v1alpha1.DefaultNodeSelector(),
 		FeatureDiscovery: true,
 		Exporter:         true,
 	}

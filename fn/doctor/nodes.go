@@ -16,27 +16,6 @@ import (
 // (nvidia.com/mig-1g.5gb, ...), advertised instead of nvidia.com/gpu.
 const migResourcePrefix = "nvidia.com/mig-"
 
-// gateDef is one node label gate. verifiedBy is the stage whose check the agent passes before
-// opening the label (the driver label opens on entry), so its verdict explains a closed gate.
-type gateDef struct {
-	stage, label, verifiedBy string
-	enabled                  func(Expectations) bool
-}
-
-func always(Expectations) bool { return true }
-
-// gateDefs in the order the agent opens them.
-var gateDefs = []gateDef{
-	{config.StageDriver, config.LabelDeployDriver, "", always},
-	{config.StageToolkit, config.LabelDeployToolkit, config.StageDriver, always},
-	{"toolkit-ready", config.LabelToolkitReady, config.StageToolkit, always},
-	{config.StageDevicePlugin, config.LabelDeployDevicePlugin, config.StageToolkit, always},
-	{config.StageFeatureDiscovery, config.LabelDeployFeatureDiscovery, config.StageToolkit,
-		func(e Expectations) bool { return e.FeatureDiscovery }},
-	{config.StageExporter, config.LabelDeployExporter, config.StageToolkit,
-		func(e Expectations) bool { return e.Exporter }},
-}
-
 // stageVerdict is one entry of the agent's gate-status annotation.
 type stageVerdict struct {
 	Ready  bool   `json:"ready"`
@@ -158,10 +137,11 @@ func parseGateStatus(raw string) (map[string]stageVerdict, error) {
 
 func (s *snapshot) gates(n *corev1.Node, verdicts map[string]stageVerdict) []Gate {
 	var out []Gate
-	for _, d := range gateDefs {
-		g := Gate{Stage: d.stage, Label: d.label}
-		switch v, ok := n.Labels[d.label]; {
-		case !d.enabled(s.exp):
+	stages := s.exp.stages()
+	for _, d := range config.Gates {
+		g := Gate{Stage: d.Name, Label: d.Label}
+		switch v, ok := n.Labels[d.Label]; {
+		case !d.Enabled(stages):
 			g.State = GateStateDisabled
 		case v == config.GateOpen:
 			g.State = GateStateOpen
@@ -178,21 +158,18 @@ func (s *snapshot) gates(n *corev1.Node, verdicts map[string]stageVerdict) []Gat
 	return out
 }
 
-// checkOrder is the order of the agent's stage checks (plugin/agent/stages): a label is open
-// iff the check that opens it and every check before it is ready.
-var checkOrder = []string{config.StageDriver, config.StageToolkit}
-
 // closedReason is the agent's verdict that keeps a gate closed: the first failed check up to
-// the one that opens the gate.
-func closedReason(d gateDef, verdicts map[string]stageVerdict) string {
-	if d.verifiedBy == "" {
+// the one that opens the gate (config.GateChecks: a label is open iff the check that opens it
+// and every check before it is ready).
+func closedReason(d config.Gate, verdicts map[string]stageVerdict) string {
+	if d.OpenedBy == "" {
 		return "" // opened on entry; a closed entry gate means no agent wrote the node
 	}
-	for _, stage := range checkOrder {
+	for _, stage := range config.GateChecks {
 		if v, ok := verdicts[stage]; ok && !v.Ready {
 			return stage + ": " + v.Reason
 		}
-		if stage == d.verifiedBy {
+		if stage == d.OpenedBy {
 			break
 		}
 	}
@@ -323,7 +300,7 @@ func (s *snapshot) runtimeClassFit(n *corev1.Node) RuntimeClassFit {
 	f.Known = true
 	sel := runtimeClassSelector(s.runtimeClass)
 	f.Selector = selectorString(sel)
-	f.Matches = len(sel) == 0 || matchesSelector(n.Labels, sel)
+	f.Matches = len(sel) == 0 || config.MatchesNodeSelector(n.Labels, sel)
 	return f
 }
 
@@ -332,7 +309,7 @@ func (s *snapshot) runtimeClassFindings(r *NodeReport, add func(sev, check, msg,
 	if !rc.Known {
 		return
 	}
-	ready := gateState(r.Gates, "toolkit-ready") == GateStateOpen
+	ready := gateState(r.Gates, config.GateToolkitReady) == GateStateOpen
 	switch {
 	case ready && !rc.Matches:
 		add(SeverityError, "runtimeclass", fmt.Sprintf("RuntimeClass %s selects %s, which does not match %s although its toolkit gate is open", rc.Name, rc.Selector, r.Name),

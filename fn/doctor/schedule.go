@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // unscheduled walks the gates of a pod the scheduler has not placed, in the order a GPU pod
@@ -25,12 +27,12 @@ func (s *snapshot) unscheduled(p *corev1.Pod, res string, need int64, rc *nodev1
 	if sel := runtimeClassSelector(rc); len(sel) > 0 {
 		var matching, both []*corev1.Node
 		for i := range s.nodes {
-			if matchesSelector(s.nodes[i].Labels, sel) {
+			if config.MatchesNodeSelector(s.nodes[i].Labels, sel) {
 				matching = append(matching, &s.nodes[i])
 			}
 		}
 		for _, n := range candidates {
-			if matchesSelector(n.Labels, sel) {
+			if config.MatchesNodeSelector(n.Labels, sel) {
 				both = append(both, n)
 			}
 		}
@@ -199,7 +201,7 @@ func (s *snapshot) scheduled(p *corev1.Pod, events []corev1.Event) (string, Find
 	if e, ok := lastEvent(events, "FailedCreatePodSandBox"); ok && runtimeHandlerError.MatchString(e.Message) {
 		f := Finding{Severity: SeverityError, Check: PodGateRuntimeHandler,
 			Message: fmt.Sprintf("containerd on %s has no %q runtime handler: %s", node, s.exp.RuntimeClassName, oneLine(e.Message))}
-		if r, ok := s.nodeReports[node]; ok && gateState(r.Gates, "toolkit-ready") != GateStateOpen {
+		if r, ok := s.nodeReports[node]; ok && gateState(r.Gates, config.GateToolkitReady) != GateStateOpen {
 			f.Fix = fmt.Sprintf("the RuntimeClass should not have admitted the pod to %s (its toolkit gate is closed): re-apply the rendered RuntimeClass, then delete the pod so it is rescheduled", node)
 		} else {
 			f.Fix = fmt.Sprintf("the toolkit gate on %s is open but containerd lost the handler (config replaced or containerd restarted without the drop-in): see the gpu-container-toolkit pod there (%s); it re-applies the drop-in; then delete the pod", node, onNode)

@@ -11,8 +11,6 @@ import (
 // Paths under which node programs see the host (their --host-root).
 const hostRoot = "/host"
 
-var agentConfigPath = config.AgentConfigDir + "/" + config.AgentConfigFile
-
 // stateDir holds the toolkit status file the installer writes and the gate reads.
 var stateDir = path.Dir(config.ToolkitStatusFile)
 
@@ -71,7 +69,7 @@ func renderNodeAgent(c *plan) (Objects, error) {
 		containers: []corev1.Container{{
 			Name:            "gate",
 			Image:           c.images.gpupolicy,
-			Command:         []string{"gpu-node-agent", "gate", "--config", agentConfigPath, "--host-root", hostRoot},
+			Command:         []string{"gpu-node-agent", "gate", "--config", config.AgentConfigPath, "--host-root", hostRoot},
 			Env:             []corev1.EnvVar{nodeNameEnv()},
 			Resources:       resources("10m", "32Mi", "128Mi"),
 			SecurityContext: nonRoot(unprivileged()),

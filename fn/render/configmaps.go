@@ -7,10 +7,6 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// agentInterval is how often `gpu-node-agent gate` re-validates every stage: short enough that
-// a broken driver closes the downstream gates within a minute, long enough to cost nothing.
-const agentInterval = "30s"
-
 // pool is one device plugin deployment: a node pool, or (name "") the GPU nodes outside every pool.
 type pool struct {
 	name     string
@@ -55,7 +51,7 @@ func agentConfig(p *v1alpha1.GPUPolicy, dropInSHA256 string) config.Agent {
 	s := &p.Spec
 	cr := &s.ContainerRuntime
 	a := config.Agent{
-		Interval:    agentInterval,
+		Interval:    config.DefaultAgentInterval.String(),
 		Driver:      config.AgentDriver{Source: s.Driver.Source, Version: s.Driver.Version, Enforce: s.Driver.Enforce},
 		CUDAVersion: s.CUDA.Version,
 		ContainerRuntime: config.ContainerRuntime{

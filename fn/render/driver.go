@@ -41,7 +41,7 @@ func (c *plan) driverValidator(d *daemonSet) {
 		Image: c.images.gpupolicy,
 		// No NODE_NAME and no token: the validator only reports readiness; the gate publishes
 		// the driver labels, so this pod needs no API access.
-		Command: []string{"gpu-node-agent", "driver", "--config", agentConfigPath, "--host-root", hostRoot,
+		Command: []string{"gpu-node-agent", "driver", "--config", config.AgentConfigPath, "--host-root", hostRoot,
 			"--watch", "--listen", ":" + strconv.Itoa(driverReadyPort)},
 		// Ready while the node's driver satisfies driver.version under driver.enforce.
 		ReadinessProbe:  httpProbe("/readyz", driverReadyPort, 30, 1),

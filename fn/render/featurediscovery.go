@@ -27,7 +27,7 @@ func renderFeatureDiscovery(c *plan) (Objects, error) {
 		containers: []corev1.Container{{
 			Name:            "labels",
 			Image:           c.images.gpupolicy,
-			Command:         []string{"gpu-node-agent", "labels", "--config", agentConfigPath, "--interval", featureDiscoveryInterval},
+			Command:         []string{"gpu-node-agent", "labels", "--config", config.AgentConfigPath, "--interval", featureDiscoveryInterval},
 			Env:             append([]corev1.EnvVar{nodeNameEnv()}, nvmlEnv()...),
 			Resources:       resources("10m", "32Mi", "128Mi"),
 			SecurityContext: nonRoot(unprivileged()),

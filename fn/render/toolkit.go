@@ -101,7 +101,7 @@ func (c *plan) cdiSpec() bool {
 		return false
 	}
 	for _, pl := range devicePluginPools(c.p) {
-		if pl.settings != nil && pl.settings.DeviceListStrategy == v1alpha1.DeviceListCDICRI {
+		if pl.settings != nil && pl.settings.DeviceListStrategy == config.DeviceListCDICRI {
 			return true
 		}
 	}

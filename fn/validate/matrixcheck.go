@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/fn/validate/matrix"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // The version matrix checks. Each is reached only when the versions involved are well formed.
@@ -94,7 +95,7 @@ func (c *checker) containerdMatrix(s *v1alpha1.Spec, p *field.Path) {
 	}
 	if !facts.CDI {
 		for _, dp := range devicePlugins(s) {
-			if dp.settings.DeviceListStrategy == v1alpha1.DeviceListCDICRI {
+			if dp.settings.DeviceListStrategy == config.DeviceListCDICRI {
 				c.errorf(dp.path.Child("deviceListStrategy"), dp.settings.DeviceListStrategy, "containerd %s has no CDI support in its CRI plugin (added in 1.7): set deviceListStrategy: envvar or upgrade containerd to ≥ 1.7 (source: %s)", s.ContainerRuntime.Version, facts.Source)
 				break
 			}
@@ -144,7 +145,7 @@ func (c *checker) kubernetes(s *v1alpha1.Spec, spec *field.Path) {
 	if v1alpha1.Bool(s.Guardrails.Enabled) {
 		c.featureGates(s.KubernetesVersion, k, p, kf.Features, "guardrails", "guardrails.enabled: true", "or set guardrails.enabled: false")
 	}
-	if slices.ContainsFunc(devicePlugins(s), func(d poolSettings) bool { return d.settings.DeviceListStrategy == v1alpha1.DeviceListCDICRI }) {
+	if slices.ContainsFunc(devicePlugins(s), func(d poolSettings) bool { return d.settings.DeviceListStrategy == config.DeviceListCDICRI }) {
 		c.featureGates(s.KubernetesVersion, k, p, kf.Features, "cdi-cri", "deviceListStrategy: cdi-cri", "or set deviceListStrategy: envvar")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // Written is what a policy document sets itself, recorded before v1alpha1.Default: defaulting
@@ -63,11 +64,11 @@ func (c *checker) devicePlugin(dp *v1alpha1.DevicePlugin, set devicePluginSet, s
 		c.resourceName(p.Child("resourceName"), set.resourceName)
 	}
 	if set.migStrategy != "" {
-		c.oneOf(p.Child("migStrategy"), set.migStrategy, v1alpha1.MIGNone, v1alpha1.MIGSingle, v1alpha1.MIGMixed)
+		c.oneOf(p.Child("migStrategy"), set.migStrategy, config.MIGNone, config.MIGSingle, config.MIGMixed)
 	}
 	if set.deviceListStrategy != "" &&
-		c.oneOf(p.Child("deviceListStrategy"), set.deviceListStrategy, v1alpha1.DeviceListCDICRI, v1alpha1.DeviceListEnvvar) &&
-		set.deviceListStrategy == v1alpha1.DeviceListCDICRI && !v1alpha1.Bool(s.Toolkit.CDI) {
+		c.oneOf(p.Child("deviceListStrategy"), set.deviceListStrategy, config.DeviceListCDICRI, config.DeviceListEnvVar) &&
+		set.deviceListStrategy == config.DeviceListCDICRI && !v1alpha1.Bool(s.Toolkit.CDI) {
 		c.errorf(p.Child("deviceListStrategy"), set.deviceListStrategy, "cdi-cri passes CDI device names, which need toolkit.cdi: true; set toolkit.cdi: true or deviceListStrategy: envvar")
 	}
 	if r := set.replicas; r != 0 {
@@ -78,7 +79,7 @@ func (c *checker) devicePlugin(dp *v1alpha1.DevicePlugin, set devicePluginSet, s
 		case r > 64:
 			c.warnf(rp, r, "%d replicas per GPU leaves each container a sliver of time and memory with no isolation; typical values are 2–8", r)
 		}
-		if r > 1 && dp.ResourceName == v1alpha1.DefaultResourceName {
+		if r > 1 && dp.ResourceName == config.DefaultResourceName {
 			c.infof(rp, r, "time-sliced replicas are advertised as %s, so a pod asking for one GPU cannot tell a shared slice from a whole GPU; a resourceName such as \"nvidia.com/gpu.shared\" makes the sharing visible", dp.ResourceName)
 		}
 	}

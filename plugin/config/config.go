@@ -1,6 +1,13 @@
 // Package config is the contract between the function (fn/), which renders these documents
 // into ConfigMaps, and the node programs (plugin/), which read them. One Go type per file
 // format keeps both sides in step: a field renamed here breaks the build on both sides.
+// Every fact both sides must agree on lives here once:
+//
+//   - config.go: the documents' types, ConfigMap names, mount paths, the CDI kind;
+//   - deviceplugin.go: the device plugin's defaults and enumerations, its strict loader;
+//   - agent.go: the agent's strict loader and which pool a node is in (Agent.PoolFor);
+//   - gates.go: the stage/gate table the agent opens and doctor reads;
+//   - labels.go: node label and annotation keys; containerd.go: containerd's config versions.
 //
 // Every document is YAML (JSON field names) and is decoded strictly.
 package config
@@ -27,6 +34,11 @@ const (
 	// spec (nvidia.com/gpu devices named by UUID) for deviceListStrategy cdi-cri; its directory
 	// is one of containerd's default cdi_spec_dirs.
 	CDISpecFile = "/var/run/cdi/nvidia.yaml"
+	// CDIKind is the CDI kind (vendor/class) of NVIDIA's generated spec (nvidia-ctk cdi
+	// generate): the device plugin hands containerd "<CDIKind>=<uuid>" under cdi-cri, and the
+	// agent checks the installed spec declares that kind. Devices are named by UUID, so the
+	// same name works for GPUs and MIG devices alike.
+	CDIKind = "nvidia.com/gpu"
 )
 
 // Agent is the node agent's configuration (ConfigMap AgentConfigMap, key AgentConfigFile).

@@ -36,19 +36,3 @@ const (
 	// ManagedPrefix: the only label/annotation prefix the agent may change (guardrails enforce it).
 	ManagedPrefix = "nvidia.com/"
 )
-
-// GateValue of an open gate. A gate label set to "false" by a person is an opt-out the agent
-// never overwrites; an absent label is a closed gate the agent may open.
-const (
-	GateOpen   = "true"
-	GateOptOut = "false"
-)
-
-// Stage names, in order. Each stage's DaemonSet requires its deploy label In [true].
-const (
-	StageDriver           = "driver"
-	StageToolkit          = "container-toolkit"
-	StageDevicePlugin     = "device-plugin"
-	StageFeatureDiscovery = "gpu-feature-discovery"
-	StageExporter         = "dcgm-exporter"
-)

@@ -69,10 +69,10 @@ func New(opts Options) (*Manager, error) {
 	if opts.RetryAttempts <= 0 {
 		opts.RetryAttempts = 12
 	}
-	if err := ValidateConfig(opts.Config); err != nil {
+	if err := config.ValidateDevicePlugin(opts.Config); err != nil {
 		return nil, fmt.Errorf("device plugin config: %w", err)
 	}
-	recovery, _ := RecoveryPeriod(opts.Config)
+	recovery, _ := config.RecoveryPeriod(opts.Config)
 	gpus, skipped, err := devices.Enumerate(opts.Lib, opts.HostRoot)
 	if err != nil {
 		return nil, err

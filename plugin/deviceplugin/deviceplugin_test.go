@@ -130,7 +130,7 @@ func TestAllocate(t *testing.T) {
 		strategy string
 		check    func(t *testing.T, uuids []string, r *pluginapi.ContainerAllocateResponse)
 	}{
-		{server.StrategyCDICRI, func(t *testing.T, uuids []string, r *pluginapi.ContainerAllocateResponse) {
+		{config.DeviceListCDICRI, func(t *testing.T, uuids []string, r *pluginapi.ContainerAllocateResponse) {
 			want := []string{"nvidia.com/gpu=" + uuids[3], "nvidia.com/gpu=" + uuids[5]}
 			if got := cdiNames(r); !slices.Equal(got, want) {
 				t.Errorf("CDI devices %v, want %v", got, want)
@@ -139,7 +139,7 @@ func TestAllocate(t *testing.T) {
 				t.Errorf("env %v: cdi-cri must keep the legacy hook from injecting all GPUs", r.Envs)
 			}
 		}},
-		{server.StrategyEnvVar, func(t *testing.T, uuids []string, r *pluginapi.ContainerAllocateResponse) {
+		{config.DeviceListEnvVar, func(t *testing.T, uuids []string, r *pluginapi.ContainerAllocateResponse) {
 			if got, want := r.Envs[server.VisibleDevicesEnv], uuids[3]+","+uuids[5]; got != want {
 				t.Errorf("NVIDIA_VISIBLE_DEVICES=%q, want %q", got, want)
 			}

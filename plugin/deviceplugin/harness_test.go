@@ -74,7 +74,7 @@ func newHarness(t testing.TB, s setup) (*harness, *kubelettest.Kubelet) {
 			t.Fatal(err)
 		}
 	}
-	cfg := deviceplugin.DefaultConfig()
+	cfg := config.DefaultDevicePlugin()
 	cfg.HealthChecks.RecoveryPeriod = "300ms"
 	if s.cfg != nil {
 		s.cfg(&cfg)

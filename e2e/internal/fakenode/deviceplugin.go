@@ -8,9 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-
-	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // GPUsPerNode is how many GPUs a fake GPU node has (the dgxa100 mock's count).
@@ -33,7 +30,7 @@ func (f *Fleet) devicePluginChanged(ctx context.Context, p *corev1.Pod, running 
 		f.recordErr(node, fmt.Errorf("device plugin: %w", err))
 		return
 	}
-	dp := f.devicePluginFor(n.Labels)
+	dp := f.agentCfg.PoolFor(n.Labels)
 	count := GPUsPerNode * max(1, dp.Sharing.TimeSlicing.Replicas)
 	allocatable := count
 	if !running {
@@ -50,15 +47,4 @@ func (f *Fleet) devicePluginChanged(ctx context.Context, p *corev1.Pod, running 
 	if _, err := f.cs.CoreV1().Nodes().PatchStatus(ctx, node, patch); err != nil && ctx.Err() == nil {
 		f.recordErr(node, fmt.Errorf("device plugin: advertise %s=%d: %w", res, allocatable, err))
 	}
-}
-
-// devicePluginFor picks the device-plugin settings of the pool whose selector matches the
-// node's labels, else the settings of the nodes outside every pool (as the agent does).
-func (f *Fleet) devicePluginFor(nodeLabels map[string]string) config.DevicePlugin {
-	for _, p := range f.agentCfg.NodePools {
-		if labels.SelectorFromSet(p.NodeSelector).Matches(labels.Set(nodeLabels)) {
-			return p.DevicePlugin
-		}
-	}
-	return f.agentCfg.DevicePlugin
 }

@@ -6,34 +6,33 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gpupolicy/gpupolicy/fn/version"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // Documented defaults (fn/api/v1alpha1/README.md). kubernetesVersion, driver.version and
-// cuda.version have none: they are the version matrix a person must choose.
+// cuda.version have none: they are the version matrix a person must choose. The defaults of
+// spec.devicePlugin and its enumerations (MIG and device-list strategies) are the node
+// contract's, in plugin/config, because the device plugin runs with them too.
 const (
-	DefaultNamespace          = "gpu-system"
-	DefaultGitOps             = GitOpsArgoCD
-	DefaultPriorityClassName  = "system-node-critical"
-	DefaultRuntimeName        = "containerd"
-	DefaultContainerdVersion  = "2.1"
-	DefaultConfigPath         = "/etc/containerd/config.toml"
-	DefaultDropInDir          = "/etc/containerd/conf.d"
-	DefaultSocket             = "/run/containerd/containerd.sock"
-	DefaultRestartMode        = RestartSystemd
-	DefaultDriverSource       = SourcePreinstalled
-	DefaultDriverEnforce      = EnforceBranch
-	DefaultDriverImage        = "nvcr.io/nvidia/driver"
-	DefaultDriverOS           = "ubuntu24.04"
-	DefaultToolkitSource      = SourceContainer
-	DefaultToolkitVersion     = "1.18.0"
-	DefaultToolkitImage       = "nvcr.io/nvidia/k8s/container-toolkit"
-	DefaultRuntimeClassName   = "nvidia"
-	DefaultResourceName       = "nvidia.com/gpu"
-	DefaultMIGStrategy        = MIGNone
-	DefaultDeviceListStrategy = DeviceListCDICRI
-	DefaultReplicas           = 1
-	DefaultExporterPort       = 9400
-	DefaultExporterInterval   = "15s"
+	DefaultNamespace         = "gpu-system"
+	DefaultGitOps            = GitOpsArgoCD
+	DefaultPriorityClassName = "system-node-critical"
+	DefaultRuntimeName       = "containerd"
+	DefaultContainerdVersion = "2.1"
+	DefaultConfigPath        = "/etc/containerd/config.toml"
+	DefaultDropInDir         = "/etc/containerd/conf.d"
+	DefaultSocket            = "/run/containerd/containerd.sock"
+	DefaultRestartMode       = RestartSystemd
+	DefaultDriverSource      = SourcePreinstalled
+	DefaultDriverEnforce     = EnforceBranch
+	DefaultDriverImage       = "nvcr.io/nvidia/driver"
+	DefaultDriverOS          = "ubuntu24.04"
+	DefaultToolkitSource     = SourceContainer
+	DefaultToolkitVersion    = "1.18.0"
+	DefaultToolkitImage      = "nvcr.io/nvidia/k8s/container-toolkit"
+	DefaultRuntimeClassName  = "nvidia"
+	DefaultExporterPort      = 9400
+	DefaultExporterInterval  = "15s"
 )
 
 // Enumerations of the contract.
@@ -52,29 +51,17 @@ const (
 	EnforceExact  = "exact"
 	EnforceBranch = "branch"
 	EnforceNone   = "none"
-
-	MIGNone   = "none"
-	MIGSingle = "single"
-	MIGMixed  = "mixed"
-
-	DeviceListCDICRI = "cdi-cri"
-	DeviceListEnvvar = "envvar"
 )
 
 // DefaultNodeSelector is the entry gate when spec.nodeSelector is empty.
 func DefaultNodeSelector() map[string]string {
-	return map[string]string{"nvidia.com/gpu.present": "true"}
+	return map[string]string{config.LabelGPUPresent: "true"}
 }
 
 // DefaultTolerations tolerate the taint GPU nodes commonly carry.
 func DefaultTolerations() []corev1.Toleration {
 	return []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 }
-
-// DefaultIgnoredXIDs are XIDs caused by applications, not by the GPU (13 graphics engine
-// exception, 31 MMU fault, 43 stopped channel, 45 preemptive cleanup, 68 video decoder
-// exception, 109 context switch timeout), the same list as NVIDIA's device plugin.
-func DefaultIgnoredXIDs() []uint64 { return []uint64{13, 31, 43, 45, 68, 109} }
 
 // DefaultGPUPolicyImage is this project's image at the function's own version.
 func DefaultGPUPolicyImage() string { return version.Image + ":" + version.Version }
@@ -135,11 +122,11 @@ func Default(p *GPUPolicy) {
 	boolDefault(&t.CDI, true)
 
 	defaultDevicePlugin(&s.DevicePlugin, DevicePlugin{
-		ResourceName:       DefaultResourceName,
-		MIGStrategy:        DefaultMIGStrategy,
-		DeviceListStrategy: DefaultDeviceListStrategy,
-		Sharing:            &Sharing{TimeSlicing: &TimeSlicing{Replicas: DefaultReplicas}},
-		HealthChecks:       &HealthChecks{Enabled: ptr(true), IgnoredXIDs: DefaultIgnoredXIDs()},
+		ResourceName:       config.DefaultResourceName,
+		MIGStrategy:        config.DefaultMIGStrategy,
+		DeviceListStrategy: config.DefaultDeviceListStrategy,
+		Sharing:            &Sharing{TimeSlicing: &TimeSlicing{Replicas: config.DefaultReplicas}},
+		HealthChecks:       &HealthChecks{Enabled: ptr(true), IgnoredXIDs: config.DefaultIgnoredXIDs()},
 	})
 	for i := range s.NodePools {
 		np := &s.NodePools[i]

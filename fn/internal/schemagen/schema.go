@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // node is one field of the GPUPolicy as a schema: the single tree both emitters (JSON Schema,
@@ -59,8 +60,8 @@ var rules = map[string]rule{
 	"Driver.Enforce":                  {enum: []string{v1alpha1.EnforceExact, v1alpha1.EnforceBranch, v1alpha1.EnforceNone}},
 	"CUDA.Version":                    {required: true},
 	"Toolkit.Source":                  {enum: []string{v1alpha1.SourceContainer, v1alpha1.SourcePreinstalled}},
-	"DevicePlugin.MIGStrategy":        {enum: []string{v1alpha1.MIGNone, v1alpha1.MIGSingle, v1alpha1.MIGMixed}},
-	"DevicePlugin.DeviceListStrategy": {enum: []string{v1alpha1.DeviceListCDICRI, v1alpha1.DeviceListEnvvar}},
+	"DevicePlugin.MIGStrategy":        {enum: []string{config.MIGNone, config.MIGSingle, config.MIGMixed}},
+	"DevicePlugin.DeviceListStrategy": {enum: []string{config.DeviceListCDICRI, config.DeviceListEnvVar}},
 	"TimeSlicing.Replicas":            {min: i64(1)},
 	"Exporter.Port":                   {min: i64(1), max: i64(65535)},
 	"NodePool.Name":                   {required: true},

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the committed schema, CRD and reference table")
@@ -93,8 +94,8 @@ func TestSchemaDefaultsMatchDefaultsGo(t *testing.T) {
 		"spec.containerRuntime.version":                  v1alpha1.DefaultContainerdVersion,
 		"spec.toolkit.cdi":                               true,
 		"spec.toolkit.setAsDefault":                      false,
-		"spec.devicePlugin.sharing.timeSlicing.replicas": v1alpha1.DefaultReplicas,
-		"spec.devicePlugin.healthChecks.ignoredXIDs":     v1alpha1.DefaultIgnoredXIDs(),
+		"spec.devicePlugin.sharing.timeSlicing.replicas": config.DefaultReplicas,
+		"spec.devicePlugin.healthChecks.ignoredXIDs":     config.DefaultIgnoredXIDs(),
 		"spec.exporter.port":                             v1alpha1.DefaultExporterPort,
 		"spec.nodeSelector":                              v1alpha1.DefaultNodeSelector(),
 	} {

@@ -18,7 +18,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gpupolicy/gpupolicy/plugin/agent/agentcfg"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/labels"
@@ -30,7 +29,7 @@ import (
 )
 
 func configFlag(fs *flag.FlagSet) *string {
-	return fs.String("config", agentcfg.DefaultPath, "agent config rendered by gpupolicy-fn (ConfigMap "+config.AgentConfigMap+")")
+	return fs.String("config", config.AgentConfigPath, "agent config rendered by gpupolicy-fn (ConfigMap "+config.AgentConfigMap+")")
 }
 
 func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
@@ -39,7 +38,7 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	once := fs.Bool("once", false, "reconcile once and exit (exit 1 when a stage is not ready)")
 	return func(ctx context.Context, e *env) error {
 		// Configuration mistakes first: they are the likelier ones and name the field to fix.
-		if _, err := agentcfg.Load(*cfgPath); err != nil {
+		if _, err := config.LoadAgent(*cfgPath); err != nil {
 			return err
 		}
 		if *node == "" {
@@ -54,7 +53,7 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			if err != nil {
 				return fmt.Errorf("agent config: %w", err)
 			}
-			cfg, err := agentcfg.Load(*cfgPath)
+			cfg, err := config.LoadAgent(*cfgPath)
 			if err != nil {
 				return err
 			}
@@ -64,7 +63,7 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			}
 			d := *interval
 			if d == 0 {
-				if d, err = agentcfg.Interval(cfg); err != nil {
+				if d, err = config.AgentInterval(cfg); err != nil {
 					return err
 				}
 			}
@@ -149,7 +148,7 @@ func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	interval := fs.Duration("interval", time.Minute, "with --watch: time between checks")
 	listen := fs.String("listen", ":8081", "with --watch: address of the readiness endpoint; GET /readyz (and /healthz) is 200 while the driver satisfies the policy, else 503 with the reason")
 	return func(ctx context.Context, e *env) error {
-		cfg, err := agentcfg.Load(*cfgPath)
+		cfg, err := config.LoadAgent(*cfgPath)
 		if err != nil {
 			return err
 		}
@@ -242,7 +241,7 @@ func labelsFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	openNVML := mockFlags(fs)
 	interval := fs.Duration("interval", 0, "relabel every interval (0: once and exit)")
 	return func(ctx context.Context, e *env) error {
-		cfg, err := agentcfg.Load(*cfgPath)
+		cfg, err := config.LoadAgent(*cfgPath)
 		if err != nil {
 			return err
 		}
@@ -253,7 +252,7 @@ func labelsFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		defer lib.Shutdown()
 		if *node == "" { // no API: print the labels (a dry run on a host)
-			l, err := labels.FromNVML(lib, labels.PoolFor(cfg, nil))
+			l, err := labels.FromNVML(lib, cfg.PoolFor(nil))
 			if err != nil {
 				return err
 			}
@@ -266,7 +265,7 @@ func labelsFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 		return every(ctx, *interval, log, func(ctx context.Context) error {
 			var computeErr error
 			_, err := nodeapi.Converge(ctx, client, *node, func(n *corev1.Node) []nodeapi.Change {
-				l, err := labels.FromNVML(lib, labels.PoolFor(cfg, n.Labels))
+				l, err := labels.FromNVML(lib, cfg.PoolFor(n.Labels))
 				if err != nil {
 					computeErr = err
 					return nil

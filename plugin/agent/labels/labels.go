@@ -136,7 +136,7 @@ func FromNVML(lib nvml.Interface, dp config.DevicePlugin) (map[string]string, er
 	}
 	out[MIGStrategy] = dp.MIGStrategy
 	if out[MIGStrategy] == "" {
-		out[MIGStrategy] = MIGStrategyNone
+		out[MIGStrategy] = config.MIGNone
 	}
 	if err := migLabels(lib, count, out[MIGStrategy], out); err != nil {
 		return nil, err
@@ -175,31 +175,4 @@ func deviceLabels(lib nvml.Interface, out map[string]string) error {
 		return nvmlError("DeviceGetMigMode", ret)
 	}
 	return nil
-}
-
-// PoolFor picks the device plugin settings of the pool whose nodeSelector matches the
-// node's labels, else the settings of the nodes outside every pool.
-func PoolFor(cfg *config.Agent, nodeLabels map[string]string) config.DevicePlugin {
-	for _, p := range cfg.NodePools {
-		if matches(p.NodeSelector, nodeLabels) {
-			dp := p.DevicePlugin
-			if dp.Pool == "" {
-				dp.Pool = p.Name
-			}
-			return dp
-		}
-	}
-	return cfg.DevicePlugin
-}
-
-func matches(sel, labels map[string]string) bool {
-	if len(sel) == 0 {
-		return false
-	}
-	for k, v := range sel {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }

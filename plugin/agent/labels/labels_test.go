@@ -109,20 +109,6 @@ func TestFamily(t *testing.T) {
 	}
 }
 
-func TestPoolFor(t *testing.T) {
-	cfg := &config.Agent{
-		DevicePlugin: config.DevicePlugin{Sharing: config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: 1}}},
-		NodePools: []config.AgentPool{{Name: "inference", NodeSelector: map[string]string{"pool": "inference"},
-			DevicePlugin: config.DevicePlugin{Sharing: config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: 4}}}}},
-	}
-	if dp := PoolFor(cfg, map[string]string{"pool": "inference"}); dp.Sharing.TimeSlicing.Replicas != 4 || dp.Pool != "inference" {
-		t.Fatalf("pool node: %+v", dp)
-	}
-	if dp := PoolFor(cfg, map[string]string{"pool": "training"}); dp.Sharing.TimeSlicing.Replicas != 1 {
-		t.Fatalf("other node: %+v", dp)
-	}
-}
-
 func BenchmarkFromNVML(b *testing.B) {
 	m, _ := gpumock.New("dgxa100")
 	dp := config.DevicePlugin{MIGStrategy: "none"}

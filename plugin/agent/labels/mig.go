@@ -9,15 +9,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
-)
-
-// MIG strategies (devicePlugin.migStrategy), as gpu-feature-discovery and the device plugin
-// name them.
-const (
-	MIGStrategyNone   = "none"
-	MIGStrategySingle = "single"
-	MIGStrategyMixed  = "mixed"
 )
 
 // migProfile is one MIG device's shape.
@@ -87,7 +80,7 @@ func shapeLabels(out map[string]string, prefix string, a nvml.DeviceAttributes) 
 // have MIG on with one profile, else the product says MIG-INVALID and the count is 0, as
 // gpu-feature-discovery does). mixed: one label group per profile.
 func migLabels(lib nvml.Interface, count int, strategy string, out map[string]string) error {
-	if strategy == MIGStrategyNone || count == 0 {
+	if strategy == config.MIGNone || count == 0 {
 		return nil
 	}
 	enabled, devices, err := migInventory(lib, count)
@@ -95,7 +88,7 @@ func migLabels(lib nvml.Interface, count int, strategy string, out map[string]st
 		return err
 	}
 	switch strategy {
-	case MIGStrategySingle:
+	case config.MIGSingle:
 		anyMIG, names := false, map[string]nvml.DeviceAttributes{}
 		total := 0
 		for i := range count {
@@ -122,7 +115,7 @@ func migLabels(lib nvml.Interface, count int, strategy string, out map[string]st
 			out[Count] = strconv.Itoa(total)
 			shapeLabels(out, "nvidia.com/gpu", attr)
 		}
-	case MIGStrategyMixed:
+	case config.MIGMixed:
 		counts, attrs := map[string]int{}, map[string]nvml.DeviceAttributes{}
 		for i := range count {
 			for _, d := range devices[i] {

@@ -16,7 +16,7 @@ func TestMIGSingle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := FromNVML(m, config.DevicePlugin{MIGStrategy: MIGStrategySingle})
+	got, err := FromNVML(m, config.DevicePlugin{MIGStrategy: config.MIGSingle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestMIGSingle(t *testing.T) {
 	if err := m.ConfigureMIG(3); err != nil {
 		t.Fatal(err)
 	}
-	got, err = FromNVML(m, config.DevicePlugin{MIGStrategy: MIGStrategySingle})
+	got, err = FromNVML(m, config.DevicePlugin{MIGStrategy: config.MIGSingle})
 	if err != nil || !strings.HasSuffix(got[Product], "-MIG-INVALID") || got[Count] != "0" {
 		t.Fatalf("invalid single: %v %v", got, err)
 	}
@@ -43,7 +43,7 @@ func TestMIGMixed(t *testing.T) {
 	if err := m.ConfigureMIG(1, nvml.GPU_INSTANCE_PROFILE_3_SLICE); err != nil {
 		t.Fatal(err)
 	}
-	got, err := FromNVML(m, config.DevicePlugin{MIGStrategy: MIGStrategyMixed})
+	got, err := FromNVML(m, config.DevicePlugin{MIGStrategy: config.MIGMixed})
 	if err != nil {
 		t.Fatal(err)
 	}

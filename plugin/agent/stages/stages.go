@@ -21,29 +21,19 @@ const (
 	StageDisabled = "disabled"
 )
 
-// Checks returns the stage list of `gpu-node-agent gate` for cfg, reading under hostRoot.
+// Checks returns the stage list of `gpu-node-agent gate` for cfg, reading under hostRoot: one
+// check per config.GateChecks, in that order, each opening the labels the gate table
+// (config.Gates) assigns to it.
 func Checks(cfg *config.Agent, hostRoot string) []gate.StageCheck {
-	downstream := []string{config.LabelToolkitReady, config.LabelDeployDevicePlugin}
-	var disabled []string
-	for _, s := range []struct {
-		on    bool
-		label string
-	}{
-		{cfg.Stages.FeatureDiscovery, config.LabelDeployFeatureDiscovery},
-		{cfg.Stages.Exporter, config.LabelDeployExporter},
-	} {
-		if s.on {
-			downstream = append(downstream, s.label)
-		} else {
-			disabled = append(disabled, s.label)
-		}
+	checkFor := map[string]gate.CheckFunc{
+		config.StageDriver:  DriverCheck(cfg, hostRoot),
+		config.StageToolkit: ToolkitCheck(cfg, hostRoot),
 	}
-	checks := []gate.StageCheck{
-		{Stage: StageEntry, Opens: []string{config.LabelDeployDriver}},
-		{Stage: config.StageDriver, Opens: []string{config.LabelDeployToolkit}, Check: DriverCheck(cfg, hostRoot)},
-		{Stage: config.StageToolkit, Opens: downstream, Check: ToolkitCheck(cfg, hostRoot)},
+	checks := []gate.StageCheck{{Stage: StageEntry, Opens: config.GateLabels("", cfg.Stages)}}
+	for _, stage := range config.GateChecks {
+		checks = append(checks, gate.StageCheck{Stage: stage, Opens: config.GateLabels(stage, cfg.Stages), Check: checkFor[stage]})
 	}
-	if len(disabled) > 0 {
+	if disabled := config.DisabledGateLabels(cfg.Stages); len(disabled) > 0 {
 		// Last, so its permanent "not ready" closes nothing but its own labels.
 		checks = append(checks, gate.StageCheck{Stage: StageDisabled, Opens: disabled,
 			Check: gate.Static(false, "stages disabled in the policy; their labels stay closed")})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,51 @@ func TestStagesThroughGate(t *testing.T) {
 	n, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if !strings.Contains(n.Annotations[config.AnnotationGateStatus], "570.172.08") {
 		t.Fatalf("gate-status: %s", n.Annotations[config.AnnotationGateStatus])
+	}
+}
+
+// TestChecksFollowTheGateTable pins the stage list the gate runs, for each combination of
+// optional stages: the order, what each check opens, and that every check has a function.
+func TestChecksFollowTheGateTable(t *testing.T) {
+	for _, tc := range []struct {
+		stages config.Stages
+		want   map[string][]string
+	}{
+		{config.Stages{FeatureDiscovery: true, Exporter: true}, map[string][]string{
+			StageEntry:          {config.LabelDeployDriver},
+			config.StageDriver:  {config.LabelDeployToolkit},
+			config.StageToolkit: {config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter},
+		}},
+		{config.Stages{Exporter: true}, map[string][]string{
+			StageEntry:          {config.LabelDeployDriver},
+			config.StageDriver:  {config.LabelDeployToolkit},
+			config.StageToolkit: {config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployExporter},
+			StageDisabled:       {config.LabelDeployFeatureDiscovery},
+		}},
+		{config.Stages{}, map[string][]string{
+			StageEntry:          {config.LabelDeployDriver},
+			config.StageDriver:  {config.LabelDeployToolkit},
+			config.StageToolkit: {config.LabelToolkitReady, config.LabelDeployDevicePlugin},
+			StageDisabled:       {config.LabelDeployFeatureDiscovery, config.LabelDeployExporter},
+		}},
+	} {
+		cfg := agentConfig()
+		cfg.Stages = tc.stages
+		checks := Checks(cfg, t.TempDir())
+		order := []string{StageEntry, config.StageDriver, config.StageToolkit}
+		if len(tc.want) == 4 {
+			order = append(order, StageDisabled)
+		}
+		if len(checks) != len(order) {
+			t.Fatalf("%+v: %d checks, want %v", tc.stages, len(checks), order)
+		}
+		for i, c := range checks {
+			if c.Stage != order[i] || !slices.Equal(c.Opens, tc.want[c.Stage]) {
+				t.Errorf("%+v: check %d is %s opening %v, want %s opening %v", tc.stages, i, c.Stage, c.Opens, order[i], tc.want[order[i]])
+			}
+			if c.Check == nil && c.Stage != StageEntry {
+				t.Errorf("%+v: stage %s has no check function", tc.stages, c.Stage)
+			}
+		}
 	}
 }

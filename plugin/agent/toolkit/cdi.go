@@ -21,9 +21,6 @@ import (
 // toolkit stage does, since it already runs the node's programs chrooted into the host: the
 // node's nvidia-ctk inspects the node's driver and GPUs and names every device by UUID.
 
-// CDIKind is the vendor/class of the devices the device plugin hands to containerd.
-const CDIKind = "nvidia.com/gpu"
-
 // DefaultCDISpec is where the rendered toolkit DaemonSet asks for the spec (a directory
 // containerd's default cdi_spec_dirs include).
 const DefaultCDISpec = config.CDISpecFile
@@ -94,8 +91,8 @@ func validateCDISpec(b []byte) error {
 	switch {
 	case s.CDIVersion == "":
 		return errors.New("no cdiVersion")
-	case s.Kind != CDIKind:
-		return fmt.Errorf("kind is %q, but the device plugin asks for %s=<uuid>", s.Kind, CDIKind)
+	case s.Kind != config.CDIKind:
+		return fmt.Errorf("kind is %q, but the device plugin asks for %s=<uuid>", s.Kind, config.CDIKind)
 	}
 	byUUID := 0
 	for _, d := range s.Devices {

@@ -111,7 +111,7 @@ func TestCDISpecInstalled(t *testing.T) {
 	in, root := cdiHost(t, ctk)
 	in.NvidiaCTK, in.CDIDriverRoot = ctk, "/run/nvidia/driver"
 	writeHost(t, root, config.ToolkitInstallDir+"/nvidia-cdi-hook", "#!/bin/sh\n", 0o755)
-	first := specFor(CDIKind, gpu0, "all")
+	first := specFor(config.CDIKind, gpu0, "all")
 	writeHost(t, root, "/fake-ctk-spec.yaml", first, 0o644)
 	spec := hostfs.Join(root, DefaultCDISpec)
 	status := hostfs.Join(root, config.ToolkitStatusFile)
@@ -150,7 +150,7 @@ func TestCDISpecInstalled(t *testing.T) {
 	}
 
 	// New hardware: a reader sees the old spec or the new one, never a torn or missing file.
-	second := specFor(CDIKind, gpu0, gpu1, "all")
+	second := specFor(config.CDIKind, gpu0, gpu1, "all")
 	writeHost(t, root, "/fake-ctk-spec.yaml", second, 0o644)
 	in.Writer.Step = func(point string) {
 		if b, err := os.ReadFile(spec); err != nil || (string(b) != first && string(b) != second) {
@@ -183,7 +183,7 @@ func TestCDISpecInstalled(t *testing.T) {
 // last good spec in place.
 func TestCDISpecFailures(t *testing.T) {
 	in, root := cdiHost(t, "/usr/bin/nvidia-ctk") // found in the host's PATH directories
-	good := specFor(CDIKind, gpu0)
+	good := specFor(config.CDIKind, gpu0)
 	writeHost(t, root, "/fake-ctk-spec.yaml", good, 0o644)
 	if res, err := in.Install(context.Background()); err != nil || !res.Verified {
 		t.Fatalf("install: %+v %v", res, err)
@@ -199,9 +199,9 @@ func TestCDISpecFailures(t *testing.T) {
 		setup              func()
 	}{
 		{name: "nvidia-ctk fails", reason: "nvidia-ctk cdi generate failed", spec: ""},
-		{name: "index names", spec: specFor(CDIKind, "0", "all"), reason: `device "0" is not named by UUID`},
+		{name: "index names", spec: specFor(config.CDIKind, "0", "all"), reason: `device "0" is not named by UUID`},
 		{name: "wrong kind", spec: specFor("management.nvidia.com/gpu", gpu0), reason: `kind is "management.nvidia.com/gpu"`},
-		{name: "no GPU", spec: specFor(CDIKind, "all"), reason: "no device named by UUID"},
+		{name: "no GPU", spec: specFor(config.CDIKind, "all"), reason: "no device named by UUID"},
 		{name: "not YAML", spec: "cdiVersion: [\n", reason: "not a CDI spec"},
 		{name: "no nvidia-ctk", spec: good, reason: "nvidia-ctk is not installed on the node", setup: func() {
 			_ = os.Remove(hostfs.Join(root, "/usr/bin/nvidia-ctk"))

@@ -74,9 +74,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	routeGRPCLogs(log)
-	cfg := deviceplugin.DefaultConfig()
+	cfg := config.DefaultDevicePlugin()
 	if *configFile != "" {
-		if cfg, err = deviceplugin.LoadConfig(*configFile); err != nil {
+		if cfg, err = config.LoadDevicePlugin(*configFile); err != nil {
 			log.Error("cannot load config", "error", err)
 			return 1
 		}

@@ -62,11 +62,11 @@ func Resources(gpus []GPU, cfg config.DevicePlugin) ([]Resource, error) {
 		}
 	}
 	switch cfg.MIGStrategy {
-	case "", "none":
+	case "", config.MIGNone:
 		for _, g := range gpus {
 			add(cfg.ResourceName, false, g.UUID, g)
 		}
-	case "single":
+	case config.MIGSingle:
 		if err := checkSingle(gpus); err != nil {
 			return nil, err
 		}
@@ -79,7 +79,7 @@ func Resources(gpus []GPU, cfg config.DevicePlugin) ([]Resource, error) {
 				add(cfg.ResourceName, true, m.UUID, g)
 			}
 		}
-	case "mixed":
+	case config.MIGMixed:
 		domain, _, _ := strings.Cut(cfg.ResourceName, "/")
 		for _, g := range gpus {
 			if !g.MIGEnabled {

@@ -18,15 +18,16 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/devices"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
-// Defaults for Options fields left zero.
+// Defaults for Options fields left zero; RecoveryPeriod's is config.DefaultRecoveryPeriod, the
+// device plugin contract's, because the rendered config can leave it empty.
 const (
-	DefaultRecoveryPeriod = 2 * time.Minute
-	DefaultProbeInterval  = 5 * time.Second
-	DefaultWaitTimeout    = time.Second
+	DefaultProbeInterval = 5 * time.Second
+	DefaultWaitTimeout   = time.Second
 )
 
 // noInstance is NVML's GPU/compute instance id meaning "the whole GPU" in event data.
@@ -68,7 +69,7 @@ type Monitor struct {
 // New returns a monitor for gpus; every device starts Healthy.
 func New(lib nvml.Interface, gpus []devices.GPU, opts Options) *Monitor {
 	if opts.RecoveryPeriod <= 0 {
-		opts.RecoveryPeriod = DefaultRecoveryPeriod
+		opts.RecoveryPeriod = config.DefaultRecoveryPeriod
 	}
 	if opts.ProbeInterval <= 0 {
 		opts.ProbeInterval = DefaultProbeInterval

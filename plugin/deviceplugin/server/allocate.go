@@ -10,14 +10,12 @@ import (
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/devices"
 )
 
 // Names the container runtime understands.
 const (
-	// CDIKind is the CDI kind of NVIDIA's generated spec (nvidia-ctk cdi generate); its devices
-	// are named by UUID, so "nvidia.com/gpu=<uuid>" works for GPUs and MIG devices alike.
-	CDIKind = "nvidia.com/gpu"
 	// VisibleDevicesEnv is read by the NVIDIA container runtime's legacy (env-var) mode.
 	VisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES"
 	// visibleNone keeps the legacy hook from injecting anything. CUDA base images set
@@ -36,13 +34,13 @@ func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 		}
 		cresp := &pluginapi.ContainerAllocateResponse{}
 		switch p.opts.DeviceListStrategy {
-		case StrategyEnvVar:
+		case config.DeviceListEnvVar:
 			cresp.Envs = map[string]string{VisibleDevicesEnv: strings.Join(uuids, ",")}
 		default:
 			cresp.Envs = map[string]string{VisibleDevicesEnv: visibleNone}
 			cresp.CdiDevices = make([]*pluginapi.CDIDevice, 0, len(uuids))
 			for _, u := range uuids {
-				cresp.CdiDevices = append(cresp.CdiDevices, &pluginapi.CDIDevice{Name: CDIKind + "=" + u})
+				cresp.CdiDevices = append(cresp.CdiDevices, &pluginapi.CDIDevice{Name: config.CDIKind + "=" + u})
 			}
 		}
 		resp.ContainerResponses = append(resp.ContainerResponses, cresp)

@@ -24,12 +24,6 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/topology"
 )
 
-// Device list strategies (config.DevicePlugin.DeviceListStrategy).
-const (
-	StrategyCDICRI = "cdi-cri"
-	StrategyEnvVar = "envvar"
-)
-
 // Options configure a Plugin.
 type Options struct {
 	PluginDir          string

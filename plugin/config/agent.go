@@ -1,0 +1,104 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// AgentConfigPath is where the DaemonSets mount the agent config.
+const AgentConfigPath = AgentConfigDir + "/" + AgentConfigFile
+
+// DefaultAgentInterval is how often `gpu-node-agent gate` re-validates every stage: short
+// enough that a broken driver closes the downstream gates within a minute, long enough to cost
+// nothing. The function renders it into the agent config; the agent applies it when the
+// config leaves interval empty.
+const DefaultAgentInterval = 30 * time.Second
+
+// LoadAgent reads the agent config at path strictly: an unknown field is an error, not a
+// silently ignored setting.
+func LoadAgent(path string) (*Agent, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("agent config: %w (mount ConfigMap %s key %s, or pass --config)", err, AgentConfigMap, AgentConfigFile)
+	}
+	var cfg Agent
+	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
+		return nil, fmt.Errorf("agent config %s: %w (re-render it with gpupolicy-fn; do not edit by hand)", path, err)
+	}
+	if err := ValidateAgent(&cfg); err != nil {
+		return nil, fmt.Errorf("agent config %s: %w", path, err)
+	}
+	return &cfg, nil
+}
+
+// ValidateAgent checks the fields the agent acts on, naming each bad field.
+func ValidateAgent(cfg *Agent) error {
+	if _, err := AgentInterval(cfg); err != nil {
+		return err
+	}
+	if cfg.Driver.Version == "" {
+		return fmt.Errorf("driver.version is empty (spec.driver.version of the policy)")
+	}
+	if !slices.Contains([]string{"", "exact", "branch", "none"}, cfg.Driver.Enforce) {
+		return fmt.Errorf("driver.enforce %q is not exact|branch|none", cfg.Driver.Enforce)
+	}
+	if cfg.Toolkit.RuntimeClassName == "" {
+		return fmt.Errorf("toolkit.runtimeClassName is empty (spec.toolkit.runtimeClassName)")
+	}
+	if len(cfg.Toolkit.DropInSHA256) != 64 {
+		return fmt.Errorf("toolkit.dropInSHA256 %q is not a sha256 hex digest of the rendered drop-in", cfg.Toolkit.DropInSHA256)
+	}
+	return nil
+}
+
+// AgentInterval is cfg.Interval parsed (DefaultAgentInterval when empty).
+func AgentInterval(cfg *Agent) (time.Duration, error) {
+	if cfg.Interval == "" {
+		return DefaultAgentInterval, nil
+	}
+	d, err := time.ParseDuration(cfg.Interval)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("interval %q is not a positive Go duration (e.g. 30s)", cfg.Interval)
+	}
+	return d, nil
+}
+
+// PoolFor is which pool a node with these labels is in, as its device plugin settings: those
+// of the first pool whose nodeSelector it matches (MatchesNodeSelector), else those of the
+// nodes outside every pool. The function refuses pools that could both match one node, so
+// "first" only decides for a config nobody rendered. The agent labels the node by it, doctor
+// and the e2e fake kubelet read the node's resource by it.
+func (cfg *Agent) PoolFor(nodeLabels map[string]string) DevicePlugin {
+	for _, p := range cfg.NodePools {
+		if MatchesNodeSelector(nodeLabels, p.NodeSelector) {
+			dp := p.DevicePlugin
+			if dp.Pool == "" {
+				dp.Pool = p.Name
+			}
+			return dp
+		}
+	}
+	return cfg.DevicePlugin
+}
+
+// MatchesNodeSelector reports whether a node with these labels carries every key of selector
+// with its value, as the scheduler reads a pod's nodeSelector (a key with value "" must be
+// present). An empty selector matches nothing: the function refuses a pool without a
+// nodeSelector (it would take every GPU node) and pools that are not disjoint (some key with
+// different values), so in a rendered config at most one pool matches a node and an empty
+// selector comes only from a hand edit, where taking every node would be a guess.
+func MatchesNodeSelector(nodeLabels, selector map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if got, ok := nodeLabels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

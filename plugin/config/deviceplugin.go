@@ -1,0 +1,112 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults of the device plugin settings (spec.devicePlugin of the policy). The function
+// renders them into every device-plugin ConfigMap and the plugin runs with them when it has no
+// --config, so both sides take them from here: a default changed on one side only cannot be.
+const (
+	DefaultResourceName       = "nvidia.com/gpu"
+	DefaultMIGStrategy        = MIGNone
+	DefaultDeviceListStrategy = DeviceListCDICRI
+	DefaultReplicas           = 1
+	// DefaultRecoveryPeriod applies when healthChecks.recoveryPeriod is empty. The policy has
+	// no such field, so the rendered configs leave it empty and this is the value nodes run with.
+	DefaultRecoveryPeriod = 2 * time.Minute
+)
+
+// MIG strategies (migStrategy): how a MIG-enabled GPU is advertised. The policy validates
+// them, the device plugin advertises by them and the agent's feature labels name them.
+const (
+	MIGNone   = "none"   // MIG slices are not advertised
+	MIGSingle = "single" // every GPU is sliced alike; the slices are advertised as the resource
+	MIGMixed  = "mixed"  // each slice shape is its own resource, nvidia.com/mig-<profile>
+)
+
+// Device-list strategies (deviceListStrategy): how Allocate hands the devices to containerd.
+const (
+	DeviceListCDICRI = "cdi-cri" // CDI device names in the CRI CDIDevices field (needs containerd >= 1.7)
+	DeviceListEnvVar = "envvar"  // NVIDIA_VISIBLE_DEVICES, read by nvidia-container-runtime
+)
+
+// DefaultIgnoredXIDs are XIDs caused by applications, not by the GPU (13 graphics engine
+// exception, 31 MMU fault, 43 stopped channel, 45 preemptive cleanup, 68 video decoder
+// exception, 109 context switch timeout), the same list as NVIDIA's device plugin. A new slice
+// each call, so a caller that edits its copy cannot change the default.
+func DefaultIgnoredXIDs() []uint64 { return []uint64{13, 31, 43, 45, 68, 109} }
+
+// DefaultDevicePlugin is the device plugin configuration of a policy that sets nothing in
+// spec.devicePlugin; the plugin runs with it when --config is not given.
+func DefaultDevicePlugin() DevicePlugin {
+	return DevicePlugin{
+		ResourceName:       DefaultResourceName,
+		MIGStrategy:        DefaultMIGStrategy,
+		DeviceListStrategy: DefaultDeviceListStrategy,
+		Sharing:            Sharing{TimeSlicing: TimeSlicing{Replicas: DefaultReplicas}},
+		HealthChecks:       HealthChecks{Enabled: true, IgnoredXIDs: DefaultIgnoredXIDs()},
+	}
+}
+
+// LoadDevicePlugin reads a rendered device plugin config (YAML, strict: unknown fields are
+// errors) over the defaults and validates it. Errors name the file and the field.
+func LoadDevicePlugin(path string) (DevicePlugin, error) {
+	cfg := DefaultDevicePlugin()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("device plugin config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
+		return cfg, fmt.Errorf("device plugin config %s: %w (the file is rendered by gpupolicy-fn into ConfigMap %s; re-render it)", path, err, DevicePluginConfigMap)
+	}
+	if err := ValidateDevicePlugin(cfg); err != nil {
+		return cfg, fmt.Errorf("device plugin config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// resourceNameRE is a Kubernetes extended resource name: a domain, "/", a name.
+var resourceNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+
+// ValidateDevicePlugin checks every field the plugin acts on.
+func ValidateDevicePlugin(cfg DevicePlugin) error {
+	if !resourceNameRE.MatchString(cfg.ResourceName) {
+		return fmt.Errorf("field resourceName: %q is not an extended resource name like %s", cfg.ResourceName, DefaultResourceName)
+	}
+	switch cfg.MIGStrategy {
+	case MIGNone, MIGSingle, MIGMixed:
+	default:
+		return fmt.Errorf("field migStrategy: %q: want %s, %s or %s", cfg.MIGStrategy, MIGNone, MIGSingle, MIGMixed)
+	}
+	switch cfg.DeviceListStrategy {
+	case DeviceListCDICRI, DeviceListEnvVar:
+	default:
+		return fmt.Errorf("field deviceListStrategy: %q: want %s or %s", cfg.DeviceListStrategy, DeviceListCDICRI, DeviceListEnvVar)
+	}
+	if r := cfg.Sharing.TimeSlicing.Replicas; r < 1 {
+		return fmt.Errorf("field sharing.timeSlicing.replicas: %d: want 1 (no sharing) or more", r)
+	}
+	if _, err := RecoveryPeriod(cfg); err != nil {
+		return err
+	}
+	return nil
+}
+
+// RecoveryPeriod is healthChecks.recoveryPeriod, or DefaultRecoveryPeriod when empty.
+func RecoveryPeriod(cfg DevicePlugin) (time.Duration, error) {
+	s := cfg.HealthChecks.RecoveryPeriod
+	if s == "" {
+		return DefaultRecoveryPeriod, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("field healthChecks.recoveryPeriod: %q: want a positive Go duration such as 2m", s)
+	}
+	return d, nil
+}

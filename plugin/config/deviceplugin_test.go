@@ -1,0 +1,74 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// write puts a config document where a loader can read it.
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadDevicePlugin(t *testing.T) {
+	p := write(t, `
+pool: inference
+resourceName: nvidia.com/gpu
+migStrategy: mixed
+deviceListStrategy: envvar
+sharing: {timeSlicing: {replicas: 4}}
+healthChecks: {enabled: true, ignoredXIDs: [13, 31], recoveryPeriod: 90s}
+`)
+	cfg, err := LoadDevicePlugin(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Pool != "inference" || cfg.MIGStrategy != "mixed" || cfg.DeviceListStrategy != "envvar" ||
+		cfg.Sharing.TimeSlicing.Replicas != 4 || len(cfg.HealthChecks.IgnoredXIDs) != 2 {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+	if d, _ := RecoveryPeriod(cfg); d.String() != "1m30s" {
+		t.Fatalf("recovery period %s", d)
+	}
+	if d, _ := RecoveryPeriod(DefaultDevicePlugin()); d != DefaultRecoveryPeriod {
+		t.Fatalf("default recovery period %s", d)
+	}
+}
+
+func TestLoadDevicePluginErrorsNameFileAndField(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{"resourceName: nvidia.com/gpu\nmigStrategy: none\nreplicas: 4\n", `unknown field "replicas"`},
+		{"migStrategy: half\n", `field migStrategy: "half": want none, single or mixed`},
+		{"deviceListStrategy: volume-mounts\n", `field deviceListStrategy: "volume-mounts": want cdi-cri or envvar`},
+		{"resourceName: gpu\n", `field resourceName: "gpu" is not an extended resource name like nvidia.com/gpu`},
+		{"sharing: {timeSlicing: {replicas: 0}}\n", "field sharing.timeSlicing.replicas"},
+		{"healthChecks: {recoveryPeriod: soon}\n", "field healthChecks.recoveryPeriod"},
+		{"sharing: {timeSlicing: {replicas: many}}\n", "replicas"},
+	} {
+		p := write(t, tc.body)
+		_, err := LoadDevicePlugin(p)
+		if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want the file name and %q", tc.body, err, tc.want)
+		}
+	}
+	if _, err := LoadDevicePlugin("/nonexistent/config.yaml"); err == nil || !strings.Contains(err.Error(), "/nonexistent/config.yaml") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// The defaults are handed out fresh: a caller that edits its copy (a pool's XID list) must not
+// change what the next caller gets.
+func TestDefaultsAreCopies(t *testing.T) {
+	a := DefaultDevicePlugin()
+	a.HealthChecks.IgnoredXIDs[0] = 0
+	if DefaultIgnoredXIDs()[0] != 13 || DefaultDevicePlugin().HealthChecks.IgnoredXIDs[0] != 13 {
+		t.Fatal("editing a default's XID list changed the default")
+	}
+}
