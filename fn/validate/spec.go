@@ -26,7 +26,6 @@ var (
 	semverNearRE   = regexp.MustCompile(`^v([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})$`)
 	driverOSRE     = regexp.MustCompile(`^[a-z]+[0-9]+(\.[0-9]+)*$`)
 	gateLabelRE    = regexp.MustCompile(`^nvidia\.com/gpu\.(deploy\.|toolkit\.ready$)`)
-	minExporterGap = time.Second
 )
 
 // versionFormat checks a version string against re; near matches get the fix spelled out.
@@ -143,13 +142,17 @@ func (c *checker) toolkit(s *v1alpha1.Spec, p *field.Path) {
 }
 
 func (c *checker) exporter(e *v1alpha1.Exporter, p *field.Path) {
+	port, lim := e.GetPort(), v1alpha1.Limits["Exporter.Port"]
 	switch {
-	case e.Port < 1 || e.Port > 65535:
-		c.errorf(p.Child("port"), e.Port, "%d is not a TCP port: use 1024–65535, e.g. 9400", e.Port)
-	case e.Port < 1024:
-		c.errorf(p.Child("port"), e.Port, "port %d is privileged and the exporter runs without NET_BIND_SERVICE: use 1024–65535, e.g. 9400", e.Port)
+	case port < 1 || port > 65535:
+		c.errorf(p.Child("port"), port, "%d is not a TCP port: use %d–%d, e.g. %d", port, lim.Min, lim.Max, v1alpha1.DefaultExporterPort)
+	case int64(port) < lim.Min:
+		c.errorf(p.Child("port"), port, "port %d is privileged and the exporter runs without NET_BIND_SERVICE: use %d–%d, e.g. %d", port, lim.Min, lim.Max, v1alpha1.DefaultExporterPort)
 	}
-	c.duration(p.Child("interval"), e.Interval, minExporterGap, 5*time.Second)
+	if d, ok := c.duration(p.Child("interval"), e.Interval, v1alpha1.MinExporterInterval, 5*time.Second); ok && d > v1alpha1.MaxExporterInterval {
+		c.errorf(p.Child("interval"), e.Interval, "%s is longer than the limit of %s: it is also the ServiceMonitor's scrape interval, and Prometheus drops a series not scraped for %s (its lookback), so GPU series would vanish between scrapes and the GPU alerts (GPULost, 10-minute XID and ECC windows) would never fire; use at most %s, e.g. %q",
+			e.Interval, v1alpha1.MaxExporterInterval, v1alpha1.PrometheusLookback, v1alpha1.MaxExporterInterval, v1alpha1.DefaultExporterInterval)
+	}
 	if v1alpha1.Bool(e.PodAttribution) && !v1alpha1.Bool(e.Enabled) {
 		c.infof(p.Child("podAttribution"), true, "has no effect while exporter.enabled is false")
 	}

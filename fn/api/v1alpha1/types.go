@@ -120,7 +120,9 @@ type Sharing struct {
 
 // TimeSlicing advertises every GPU Replicas times.
 type TimeSlicing struct {
-	Replicas int `json:"replicas,omitempty"`
+	// Replicas is a pointer so an explicit 0 is an error, not the default; read it with
+	// GetReplicas.
+	Replicas *int `json:"replicas,omitempty"`
 }
 
 // HealthChecks turns NVML XID events into device health.
@@ -137,7 +139,7 @@ type FeatureDiscovery struct {
 // Exporter is the dcgm-exporter compatible metrics DaemonSet.
 type Exporter struct {
 	Enabled        *bool  `json:"enabled,omitempty"`
-	Port           int    `json:"port,omitempty"`
+	Port           *int   `json:"port,omitempty"`     // a pointer so an explicit 0 is an error; read it with GetPort
 	Interval       string `json:"interval,omitempty"` // Go duration
 	ServiceMonitor *bool  `json:"serviceMonitor,omitempty"`
 	PodAttribution *bool  `json:"podAttribution,omitempty"`
