@@ -45,10 +45,7 @@ func (c *checker) versionFormat(p *field.Path, v string, re, near *regexp.Regexp
 
 func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
 	if c.dnsLabel(p.Child("namespace"), s.Namespace) {
-		switch s.Namespace {
-		case "default", "kube-system", "kube-public", "kube-node-lease":
-			c.errorf(p.Child("namespace"), s.Namespace, "%q is a namespace Kubernetes owns: the rendered Namespace would replace its labels (Pod Security level privileged) and its objects would mix with the cluster's own; use a dedicated namespace such as %q", s.Namespace, v1alpha1.DefaultNamespace)
-		}
+		c.ownedNamespace(p.Child("namespace"), s.Namespace)
 	}
 	if c.required(p.Child("kubernetesVersion"), s.KubernetesVersion, "1.34") {
 		c.versionFormat(p.Child("kubernetesVersion"), s.KubernetesVersion, kubeMinorRE, kubeNearRE, `"1.34" (the cluster's minor version)`)
@@ -76,6 +73,28 @@ func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
 	}
 }
 
+// gitopsNamespaces are the namespaces GitOps controllers install themselves in, by owner.
+var gitopsNamespaces = map[string]string{
+	"flux-system":         "Flux",
+	"argocd":              "Argo CD",
+	"argo-cd":             "Argo CD",
+	"openshift-gitops":    "OpenShift GitOps (Argo CD)",
+	"cattle-fleet-system": "Rancher Fleet",
+	"fleet-system":        "Rancher Fleet",
+}
+
+// ownedNamespace refuses a namespace that belongs to Kubernetes or to a GitOps controller. The
+// rendered Namespace object belongs to the GPU stack's first stage, which its GitOps tool
+// prunes: removing the GPU stack deletes the Namespace with everything in it.
+func (c *checker) ownedNamespace(p *field.Path, ns string) {
+	switch {
+	case ns == "default" || strings.HasPrefix(ns, "kube-"):
+		c.errorf(p, ns, "%q is a namespace Kubernetes owns: the rendered Namespace would replace its labels (Pod Security level privileged), its objects would mix with the cluster's own, and removing the GPU stack would prune the Namespace; use a dedicated namespace such as %q", ns, v1alpha1.DefaultNamespace)
+	case gitopsNamespaces[ns] != "":
+		c.errorf(p, ns, "%q is the namespace %s runs in: the rendered Namespace would belong to the GPU stack's pruning stage, so removing the GPU stack would delete Namespace %s and %s with it; use a dedicated namespace such as %q", ns, gitopsNamespaces[ns], ns, gitopsNamespaces[ns], v1alpha1.DefaultNamespace)
+	}
+}
+
 // selector checks an entry or pool node selector: valid labels, and none of the gate labels
 // the agent sets itself (a DaemonSet gated on them could never start the stage that sets them).
 func (c *checker) selector(p *field.Path, sel map[string]string) {
@@ -94,8 +113,13 @@ func (c *checker) containerRuntime(s *v1alpha1.Spec, p *field.Path) {
 		c.containerdMatrix(s, p.Child("version"))
 	}
 	c.hostPath(p.Child("configPath"), cr.ConfigPath)
-	if c.hostPath(p.Child("dropInDir"), cr.DropInDir) && strings.HasPrefix(cr.ConfigPath+"/", cr.DropInDir+"/") {
-		c.errorf(p.Child("dropInDir"), cr.DropInDir, "%q contains or equals configPath %q: use a separate directory such as /etc/containerd/conf.d", cr.DropInDir, cr.ConfigPath)
+	if c.hostPath(p.Child("dropInDir"), cr.DropInDir) {
+		switch {
+		case strings.HasPrefix(cr.ConfigPath+"/", cr.DropInDir+"/"):
+			c.errorf(p.Child("dropInDir"), cr.DropInDir, "%q contains or equals configPath %q: use a separate directory such as /etc/containerd/conf.d", cr.DropInDir, cr.ConfigPath)
+		case strings.HasPrefix(cr.DropInDir+"/", cr.ConfigPath+"/"):
+			c.errorf(p.Child("dropInDir"), cr.DropInDir, "%q is under configPath %q, a file, so the directory cannot exist there: use a separate directory such as /etc/containerd/conf.d", cr.DropInDir, cr.ConfigPath)
+		}
 	}
 	c.hostPath(p.Child("socket"), cr.Socket)
 	if c.oneOf(p.Child("restartMode"), cr.RestartMode, v1alpha1.RestartSystemd, v1alpha1.RestartSignal, v1alpha1.RestartNone) && cr.RestartMode == v1alpha1.RestartNone {
@@ -135,10 +159,32 @@ func (c *checker) toolkit(s *v1alpha1.Spec, p *field.Path) {
 	}
 	c.repository(p.Child("image"), t.Image, "toolkit.version")
 	// The name is both the RuntimeClass and the containerd handler, and a handler must be a label.
-	c.dnsLabel(p.Child("runtimeClassName"), t.RuntimeClassName)
+	if c.dnsLabel(p.Child("runtimeClassName"), t.RuntimeClassName) {
+		c.runtimeHandler(p.Child("runtimeClassName"), t.RuntimeClassName)
+	}
 	if v1alpha1.Bool(t.SetAsDefault) {
 		c.warnf(p.Child("setAsDefault"), true, "every container on the GPU nodes then runs through nvidia-container-runtime, not only pods with runtimeClassName %q; keep false unless legacy pods cannot set runtimeClassName", t.RuntimeClassName)
 	}
+}
+
+// nodeRuntimes are runtime handler names containerd nodes already use for other runtimes:
+// runc (containerd's default_runtime_name), crun, youki, gVisor's runsc, Kata's kata and
+// kata-<hypervisor>, sysbox, Windows' runhcs and the runwasi WebAssembly shims.
+var nodeRuntimes = []string{"runc", "crun", "youki", "runsc", "gvisor", "kata", "sysbox-runc", "runhcs",
+	"wasmtime", "wasmedge", "wasmer", "spin", "slight", "lunatic", "crun-wasm"}
+
+// runtimeHandler refuses a handler name the node has for another runtime: the drop-in would
+// point that handler at nvidia-container-runtime, so every pod using it (for runc: every pod
+// on the GPU nodes) would run through it.
+func (c *checker) runtimeHandler(p *field.Path, name string) {
+	if !slices.Contains(nodeRuntimes, name) && !strings.HasPrefix(name, "kata-") {
+		return
+	}
+	who := "every pod that uses it"
+	if name == "runc" {
+		who = "every pod on the GPU nodes (runc is containerd's default runtime)"
+	}
+	c.errorf(p, name, "%q is a runtime the nodes already have: the drop-in would point containerd's %q handler at nvidia-container-runtime, so %s would run through it; keep the default %q or use another name of your own", name, name, who, v1alpha1.DefaultRuntimeClassName)
 }
 
 func (c *checker) exporter(e *v1alpha1.Exporter, p *field.Path) {

@@ -32,7 +32,10 @@ type ObjectMeta struct {
 
 // Spec is the desired state of every GPU node of one cluster.
 type Spec struct {
-	// Namespace receives every namespaced object. Default gpu-system.
+	// Namespace receives every namespaced object. Default gpu-system. It must be the GPU
+	// stack's own: not default or kube-*, and not a GitOps controller's (flux-system, argocd,
+	// openshift-gitops, cattle-fleet-system), because the rendered Namespace is pruned with the
+	// stack.
 	Namespace string `json:"namespace,omitempty"`
 	// KubernetesVersion is the minor of the target cluster ("1.34"). Required.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
@@ -95,7 +98,9 @@ type Toolkit struct {
 	Source  string `json:"source,omitempty"` // container | preinstalled
 	Version string `json:"version,omitempty"`
 	Image   string `json:"image,omitempty"`
-	// RuntimeClassName names the RuntimeClass and the containerd runtime handler.
+	// RuntimeClassName names the RuntimeClass and the containerd runtime handler. It must not
+	// be a runtime the nodes already have (runc, crun, youki, runsc, gvisor, kata, kata-*, ...):
+	// the drop-in would route that runtime's pods through nvidia-container-runtime.
 	RuntimeClassName string `json:"runtimeClassName,omitempty"`
 	// SetAsDefault makes the nvidia runtime containerd's default runtime.
 	SetAsDefault *bool `json:"setAsDefault,omitempty"`

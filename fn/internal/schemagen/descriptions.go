@@ -6,7 +6,7 @@ package main
 var descriptions = map[string]string{
 	"ContainerRuntime.Name":           "Container runtime of the nodes. Only containerd in v1alpha1.",
 	"ContainerRuntime.ConfigPath":     "Path of containerd's main config file on the node; the toolkit stage reads it to carry the node's own CRI settings into the drop-in where containerd would otherwise drop them.",
-	"ContainerRuntime.DropInDir":      "Directory containerd imports drop-in files from; the toolkit stage writes 99-gpupolicy-nvidia.toml there.",
+	"ContainerRuntime.DropInDir":      "Directory containerd imports drop-in files from; the toolkit stage writes 99-gpupolicy-nvidia.toml there. Neither configPath nor a directory above or below it.",
 	"ContainerRuntime.Socket":         "containerd's socket on the node; the toolkit stage uses it to verify containerd loaded the runtime handler.",
 	"ContainerRuntime.RestartMode":    "How the toolkit stage makes containerd load a changed drop-in: systemd (restart the unit), signal (signal containerd so its supervisor restarts it), none (a person restarts containerd; the gate stays closed until the handler is loaded). containerd is restarted only when the drop-in's bytes changed.",
 	"Driver.Source":                   "preinstalled: the host image has the driver and the driver stage only validates it (unprivileged). container: NVIDIA's driver container (image:<version>-<os>) builds and loads it (privileged).",
