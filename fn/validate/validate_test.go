@@ -79,7 +79,7 @@ func TestWarningsWhereRisky(t *testing.T) {
 		},
 		"newer containerd": {
 			doc:  base + "  containerRuntime: {version: \"2.3\"}\n",
-			want: []want{{validate.SeverityWarning, "spec.containerRuntime.version", "newer than the newest minor"}},
+			want: []want{{validate.SeverityWarning, "spec.containerRuntime.version", "newer than the newest minor in the version matrix (2.2)"}},
 		},
 		"untested kubernetes": {
 			doc:  strings.Replace(base, `"1.34"`, `"1.40"`, 1),
