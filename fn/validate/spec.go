@@ -16,16 +16,16 @@ import (
 
 // Version formats of the contract. Near misses ("v1.34", "1.34.2", "2.1.3") get a suggestion.
 var (
-	kubeMinorRE    = regexp.MustCompile(`^1\.[0-9]{1,3}$`)
-	kubeNearRE     = regexp.MustCompile(`^v?(1\.[0-9]{1,3})(\.[0-9]+)?$`)
-	minorRE        = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}$`)
-	minorNearRE    = regexp.MustCompile(`^v?([0-9]{1,3}\.[0-9]{1,3})(\.[0-9]+)?$`)
-	driverRE       = regexp.MustCompile(`^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
-	cudaRE         = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
-	semverRE       = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$`)
-	semverNearRE   = regexp.MustCompile(`^v([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})$`)
-	driverOSRE     = regexp.MustCompile(`^[a-z]+[0-9]+(\.[0-9]+)*$`)
-	gateLabelRE    = regexp.MustCompile(`^nvidia\.com/gpu\.(deploy\.|toolkit\.ready$)`)
+	kubeMinorRE  = regexp.MustCompile(`^1\.[0-9]{1,3}$`)
+	kubeNearRE   = regexp.MustCompile(`^v?(1\.[0-9]{1,3})(\.[0-9]+)?$`)
+	minorRE      = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}$`)
+	minorNearRE  = regexp.MustCompile(`^v?([0-9]{1,3}\.[0-9]{1,3})(\.[0-9]+)?$`)
+	driverRE     = regexp.MustCompile(`^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
+	cudaRE       = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
+	semverRE     = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$`)
+	semverNearRE = regexp.MustCompile(`^v([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})$`)
+	driverOSRE   = regexp.MustCompile(`^[a-z]+[0-9]+(\.[0-9]+)*$`)
+	gateLabelRE  = regexp.MustCompile(`^nvidia\.com/gpu\.(deploy\.|toolkit\.ready$)`)
 )
 
 // versionFormat checks a version string against re; near matches get the fix spelled out.
