@@ -140,7 +140,7 @@ func (c *checker) nodePools(s *v1alpha1.Spec, w Written, p *field.Path) {
 		if len(np.NodeSelector) == 0 {
 			c.errorf(sp, nil, "is required: a pool without a nodeSelector would take every GPU node; set e.g. {pool: %s}", cmp.Or(np.Name, "inference"))
 		} else {
-			c.selector(sp, np.NodeSelector)
+			c.selector(sp, np.NodeSelector, s, false)
 			for _, k := range slices.Sorted(maps.Keys(np.NodeSelector)) {
 				if v, ok := s.NodeSelector[k]; ok && v != np.NodeSelector[k] {
 					c.errorf(sp.Key(k), np.NodeSelector[k], "%s=%s contradicts spec.nodeSelector %s=%s, so the pool matches no GPU node: drop the key or use a different label", k, np.NodeSelector[k], k, v)

@@ -62,7 +62,7 @@ func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
 		}
 		seen[name] = true
 	}
-	c.selector(p.Child("nodeSelector"), s.NodeSelector)
+	c.selector(p.Child("nodeSelector"), s.NodeSelector, s, true)
 	c.tolerations(p.Child("tolerations"), s.Tolerations)
 	if s.Tolerations != nil && len(s.Tolerations) == 0 {
 		c.warnf(p.Child("tolerations"), nil, "an empty list drops the default toleration of the nvidia.com/gpu:NoSchedule taint, so GPU nodes tainted that way run none of the stages; remove the field or list the tolerations your GPU nodes need")
@@ -97,11 +97,23 @@ func (c *checker) ownedNamespace(p *field.Path, ns string) {
 
 // selector checks an entry or pool node selector: valid labels, and none of the gate labels
 // the agent sets itself (a DaemonSet gated on them could never start the stage that sets them).
-func (c *checker) selector(p *field.Path, sel map[string]string) {
+// The entry selector also takes no other label the stack writes: the node agent's DaemonSet
+// requires it, so a label only the agent or a later stage writes would never appear. A pool
+// may select on the driver labels (written before the device plugin starts) and, with a
+// warning, on feature labels (written alongside it).
+func (c *checker) selector(p *field.Path, sel map[string]string, s *v1alpha1.Spec, entry bool) {
 	c.labelMap(p, sel)
 	for _, k := range slices.Sorted(maps.Keys(sel)) {
-		if gateLabelRE.MatchString(k) {
+		writer := config.SetByStack(k)
+		switch {
+		case writer == config.WriterGate:
 			c.errorf(p.Key(k), k, "%q is a stage gate the node agent sets itself; selecting on it would keep the stage from ever starting: select on a label a person or NFD sets, e.g. %q", k, config.LabelGPUPresent)
+		case writer != "" && entry:
+			c.errorf(p.Key(k), k, "%q is a label the GPU stack writes itself (%s): the node agent's DaemonSet requires spec.nodeSelector, so on a new node nothing would ever run to set it and no stage would start; select on a label a person, NFD or the cloud sets, e.g. %q, and put finer choices in spec.nodePools", k, writer, config.LabelGPUPresent)
+		case writer == config.WriterFeatureDiscovery && !v1alpha1.Bool(s.FeatureDiscovery.Enabled):
+			c.errorf(p.Key(k), k, "%q is written only by the feature-discovery stage, which featureDiscovery.enabled: false turns off, so no node would ever join this pool: enable feature discovery or select on a label a person sets, e.g. gpupolicy.dev/pool", k)
+		case writer == config.WriterFeatureDiscovery:
+			c.warnf(p.Key(k), k, "%q is written by %s, which starts with the device plugin: a new node runs the default device plugin until the label appears and then moves to this pool, so its GPUs are briefly advertised with spec.devicePlugin's settings; label pool nodes yourself (e.g. gpupolicy.dev/pool) to avoid the switch", k, writer)
 		}
 	}
 }
