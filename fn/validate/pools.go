@@ -128,9 +128,6 @@ func (c *checker) nodePools(s *v1alpha1.Spec, w Written, p *field.Path) {
 		np := &s.NodePools[i]
 		ip := p.Index(i)
 		if c.required(ip.Child("name"), np.Name, "inference") && c.dnsLabel(ip.Child("name"), np.Name) {
-			if len(np.Name) > poolNameLimit() {
-				c.errorf(ip.Child("name"), np.Name, "%q is %d characters; rendered names %q+name must fit 63: use at most %d characters", np.Name, len(np.Name), poolObjectPrefix, poolNameLimit())
-			}
 			if j, dup := names[np.Name]; dup {
 				c.errorf(ip.Child("name"), np.Name, "name %q is already used by spec.nodePools[%d]: pool names must be unique", np.Name, j)
 			}

@@ -220,11 +220,6 @@ func (c *checker) images(s *v1alpha1.Spec, p *field.Path) {
 	c.pinnedImage(p.Child("images", "gpupolicy"), s.Images.GPUPolicy)
 }
 
-// poolObjectPrefix is the longest name prefix a pool name gets in rendered object names.
-var poolObjectPrefix = config.DevicePluginConfigMap + "-"
-
-func poolNameLimit() int { return 63 - len(poolObjectPrefix) }
-
 func describePool(i int, name string) string {
 	if name == "" {
 		return fmt.Sprintf("spec.nodePools[%d]", i)

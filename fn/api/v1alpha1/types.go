@@ -46,7 +46,10 @@ type Spec struct {
 	// ImagePullSecrets are secret names added to every pod.
 	ImagePullSecrets []string `json:"imagePullSecrets,omitempty"`
 	// NodeSelector is the entry gate: which nodes are GPU nodes.
-	// Default {nvidia.com/gpu.present: "true"}.
+	// Default {nvidia.com/gpu.present: "true"}. It must not name a label the stack writes
+	// itself (the gates nvidia.com/gpu.deploy.*, nvidia.com/gpu.driver.version, the feature
+	// labels nvidia.com/gpu.product, gpu.count, gpu.memory, mig.*, cuda.*, ...): the node
+	// agent's DaemonSet requires it, so nothing would ever set that label on a new node.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// Tolerations are added to every DaemonSet. Default: tolerate nvidia.com/gpu:NoSchedule.
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
