@@ -25,7 +25,6 @@ var (
 	semverRE     = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$`)
 	semverNearRE = regexp.MustCompile(`^v([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})$`)
 	driverOSRE   = regexp.MustCompile(`^[a-z]+[0-9]+(\.[0-9]+)*$`)
-	gateLabelRE  = regexp.MustCompile(`^nvidia\.com/gpu\.(deploy\.|toolkit\.ready$)`)
 )
 
 // versionFormat checks a version string against re; near matches get the fix spelled out.
