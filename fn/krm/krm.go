@@ -175,10 +175,16 @@ func findPolicy(rl *fn.ResourceList) (*fn.KubeObject, fn.KubeObjects, *fn.Result
 	var rest fn.KubeObjects
 	fc := rl.FunctionConfig
 	if fc != nil && fc.GetKind() != "" {
-		if !isPolicy(fc) {
+		switch {
+		case fc.GetKind() == v1alpha1.Kind && !isPolicy(fc):
 			return nil, nil, &fn.Result{Severity: fn.Error, Message: fmt.Sprintf(
-				"the functionConfig is a %s %q, not a %s: point the generator (kustomize) or configPath (kpt) at a GPUPolicy file",
-				fc.GetKind(), fc.GetName(), v1alpha1.Kind),
+				"the functionConfig %s %q has apiVersion %s (group %q), not group %s: write apiVersion: %s",
+				fc.GetKind(), fc.GetName(), fc.GetAPIVersion(), fc.GroupKind().Group, v1alpha1.Group, v1alpha1.APIVersion),
+				ResourceRef: ref(fc)}
+		case !isPolicy(fc):
+			return nil, nil, &fn.Result{Severity: fn.Error, Message: fmt.Sprintf(
+				"the functionConfig is a %s %q (apiVersion %s), not a %s (apiVersion %s): point the generator (kustomize) or configPath (kpt) at a GPUPolicy file",
+				fc.GetKind(), fc.GetName(), fc.GetAPIVersion(), v1alpha1.Kind, v1alpha1.APIVersion),
 				ResourceRef: ref(fc)}
 		}
 		found = append(found, fc)

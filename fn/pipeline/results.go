@@ -36,7 +36,7 @@ func decodeResults(err error) validate.Results {
 func decodeMessage(e *field.Error) string {
 	switch {
 	case e.Type == field.ErrorTypeNotSupported && e.Field == "apiVersion":
-		return fmt.Sprintf("apiVersion %q is not supported: write apiVersion: %s", e.BadValue, v1alpha1.APIVersion)
+		return apiVersionMessage(fmt.Sprint(e.BadValue))
 	case e.Type == field.ErrorTypeNotSupported && e.Field == "kind":
 		return fmt.Sprintf("kind %q is not supported: write kind: %s", e.BadValue, v1alpha1.Kind)
 	}
@@ -51,6 +51,19 @@ func decodeMessage(e *field.Error) string {
 		}
 	}
 	return e.ErrorBody()
+}
+
+// apiVersionMessage names the group and version found and the ones expected.
+func apiVersionMessage(found string) string {
+	group, version, ok := strings.Cut(found, "/")
+	if !ok {
+		group, version = "", found // core group: "v1"
+	}
+	what := fmt.Sprintf("group %q, version %q", group, version)
+	if group == v1alpha1.Group {
+		what = fmt.Sprintf("version %q of group %s", version, group)
+	}
+	return fmt.Sprintf("apiVersion %q (%s) is not supported: a GPUPolicy is group %s, version %s; write apiVersion: %s", found, what, v1alpha1.Group, v1alpha1.Version, v1alpha1.APIVersion)
 }
 
 // renderResults words the few problems only rendering finds as validation results.

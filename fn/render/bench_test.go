@@ -15,7 +15,7 @@ func policyWithPools(b *testing.B, n int) *v1alpha1.GPUPolicy {
 		p.Spec.NodePools = append(p.Spec.NodePools, v1alpha1.NodePool{
 			Name:         fmt.Sprintf("pool-%04d", i),
 			NodeSelector: map[string]string{"gpupolicy.dev/pool": fmt.Sprintf("pool-%04d", i)},
-			DevicePlugin: &v1alpha1.DevicePlugin{Sharing: &v1alpha1.Sharing{TimeSlicing: &v1alpha1.TimeSlicing{Replicas: 1 + i%8}}},
+			DevicePlugin: &v1alpha1.DevicePlugin{Sharing: &v1alpha1.Sharing{TimeSlicing: &v1alpha1.TimeSlicing{Replicas: ptr(1 + i%8)}}},
 		})
 	}
 	v1alpha1.Default(p)

@@ -38,7 +38,7 @@ func devicePluginConfig(poolName string, dp *v1alpha1.DevicePlugin) config.Devic
 		ResourceName:       dp.ResourceName,
 		MIGStrategy:        dp.MIGStrategy,
 		DeviceListStrategy: dp.DeviceListStrategy,
-		Sharing:            config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: dp.Sharing.TimeSlicing.Replicas}},
+		Sharing:            config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: dp.Sharing.TimeSlicing.GetReplicas()}},
 		HealthChecks: config.HealthChecks{
 			Enabled:     v1alpha1.Bool(dp.HealthChecks.Enabled),
 			IgnoredXIDs: dp.HealthChecks.IgnoredXIDs,

@@ -24,7 +24,7 @@ func renderExporter(c *plan) (Objects, error) {
 		return nil, nil
 	}
 	e := &c.p.Spec.Exporter
-	port := int32(e.Port)
+	port := int32(e.GetPort())
 	socket := ""
 	var ms []mount
 	if v1alpha1.Bool(e.PodAttribution) {
@@ -41,7 +41,7 @@ func renderExporter(c *plan) (Objects, error) {
 			Name:  "exporter",
 			Image: c.images.gpupolicy,
 			Command: []string{"gpu-exporter",
-				"--listen", ":" + strconv.Itoa(e.Port),
+				"--listen", ":" + strconv.Itoa(e.GetPort()),
 				"--interval", e.Interval,
 				"--pod-resources-socket=" + socket},
 			Env:            append([]corev1.EnvVar{nodeNameEnv()}, nvmlEnv()...),

@@ -90,17 +90,21 @@ func (c *checker) hostPath(p *field.Path, v string) bool {
 	return false
 }
 
-// duration checks a Go duration within [lo, hi]; below warnBelow is a warning.
-func (c *checker) duration(p *field.Path, v string, lo, warnBelow time.Duration) {
+// duration checks a Go duration of at least lo; below warnBelow is a warning. It returns the
+// duration and whether it parsed and is at least lo, for the caller's upper bound.
+func (c *checker) duration(p *field.Path, v string, lo, warnBelow time.Duration) (time.Duration, bool) {
 	d, err := time.ParseDuration(v)
 	switch {
 	case err != nil:
 		c.errorf(p, v, "%q is not a duration: write a Go duration such as \"15s\" or \"1m\"", v)
+		return 0, false
 	case d < lo:
 		c.errorf(p, v, "%s is too short: use at least %s", v, lo)
+		return d, false
 	case d < warnBelow:
 		c.warnf(p, v, "%s polls NVML very often and costs GPU node CPU; %s or more is usual", v, warnBelow)
 	}
+	return d, true
 }
 
 // repository checks an image repository without tag or digest (the function appends them).

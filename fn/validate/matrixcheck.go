@@ -78,8 +78,13 @@ func joinComma(items []string) string {
 func (c *checker) containerdMatrix(s *v1alpha1.Spec, p *field.Path) {
 	v := matrix.MustParse(s.ContainerRuntime.Version)
 	facts, exact, ok := c.m.ContainerdMinor(v)
-	if !ok {
-		c.errorf(p, s.ContainerRuntime.Version, "containerd %s is not supported (oldest supported: %s, config version 2): upgrade containerd on the nodes", s.ContainerRuntime.Version, c.m.Containerd[0].Minor)
+	known := c.m.ContainerdMinors()
+	switch {
+	case !ok && v.Less(matrix.MustParse(known[0])):
+		c.errorf(p, s.ContainerRuntime.Version, "containerd %s is not supported (oldest supported: %s, config version 2): upgrade containerd on the nodes", s.ContainerRuntime.Version, known[0])
+		return
+	case !ok:
+		c.errorf(p, s.ContainerRuntime.Version, "containerd %s does not exist: the released minors are %s (2.0 followed 1.7); write the minor that `containerd --version` prints on the nodes", s.ContainerRuntime.Version, joinComma(known))
 		return
 	}
 	if !exact {

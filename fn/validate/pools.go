@@ -31,13 +31,13 @@ func WrittenOf(p *v1alpha1.GPUPolicy) Written {
 	return w
 }
 
-// devicePluginSet is what one devicePlugin block sets: "", 0 and nil mean not set (the
-// decoder reads an explicit null or 0 like an absent field). The values are copied out, so
+// devicePluginSet is what one devicePlugin block sets: "" and nil mean not set (the decoder
+// reads an explicit null like an absent field; an explicit 0 is set). The values are copied out, so
 // defaulting the block afterwards cannot change them; Default only assigns a nil slice, never
 // writes into one.
 type devicePluginSet struct {
 	resourceName, migStrategy, deviceListStrategy string
-	replicas                                      int
+	replicas                                      *int
 	ignoredXIDs                                   []uint64
 }
 
@@ -47,7 +47,9 @@ func setIn(dp *v1alpha1.DevicePlugin) devicePluginSet {
 	}
 	set := devicePluginSet{resourceName: dp.ResourceName, migStrategy: dp.MIGStrategy, deviceListStrategy: dp.DeviceListStrategy}
 	if dp.Sharing != nil && dp.Sharing.TimeSlicing != nil {
-		set.replicas = dp.Sharing.TimeSlicing.Replicas
+		if r := dp.Sharing.TimeSlicing.Replicas; r != nil {
+			set.replicas = new(*r)
+		}
 	}
 	if dp.HealthChecks != nil {
 		set.ignoredXIDs = dp.HealthChecks.IgnoredXIDs
@@ -71,11 +73,17 @@ func (c *checker) devicePlugin(dp *v1alpha1.DevicePlugin, set devicePluginSet, s
 		set.deviceListStrategy == config.DeviceListCDICRI && !v1alpha1.Bool(s.Toolkit.CDI) {
 		c.errorf(p.Child("deviceListStrategy"), set.deviceListStrategy, "cdi-cri passes CDI device names, which need toolkit.cdi: true; set toolkit.cdi: true or deviceListStrategy: envvar")
 	}
-	if r := set.replicas; r != 0 {
+	if set.replicas != nil {
+		r := *set.replicas
 		rp := p.Child("sharing", "timeSlicing", "replicas")
+		lim := v1alpha1.Limits["TimeSlicing.Replicas"]
 		switch {
+		case r == 0:
+			c.errorf(rp, r, "0 replicas would advertise no GPU: replicas must be at least 1 (1 = no sharing); set 1 or more, or remove the field for the default %d", config.DefaultReplicas)
 		case r < 1:
 			c.errorf(rp, r, "replicas must be at least 1 (1 = no sharing): use 1 or more")
+		case int64(r) > lim.Max:
+			c.errorf(rp, r, "%d replicas is over the limit of %d: the device plugin lists every replica of every device in one ListAndWatch message (~66 bytes each), which on a node with 16 GPUs of 7 MIG devices passes gRPC's 4 MiB message limit at about 570 replicas, and the kubelet then drops the list and the node advertises no GPU; use at most %d (typical values are 2–8)", r, lim.Max, lim.Max)
 		case r > 64:
 			c.warnf(rp, r, "%d replicas per GPU leaves each container a sliver of time and memory with no isolation; typical values are 2–8", r)
 		}
@@ -120,9 +128,6 @@ func (c *checker) nodePools(s *v1alpha1.Spec, w Written, p *field.Path) {
 		np := &s.NodePools[i]
 		ip := p.Index(i)
 		if c.required(ip.Child("name"), np.Name, "inference") && c.dnsLabel(ip.Child("name"), np.Name) {
-			if len(np.Name) > poolNameLimit() {
-				c.errorf(ip.Child("name"), np.Name, "%q is %d characters; rendered names %q+name must fit 63: use at most %d characters", np.Name, len(np.Name), poolObjectPrefix, poolNameLimit())
-			}
 			if j, dup := names[np.Name]; dup {
 				c.errorf(ip.Child("name"), np.Name, "name %q is already used by spec.nodePools[%d]: pool names must be unique", np.Name, j)
 			}
@@ -132,7 +137,7 @@ func (c *checker) nodePools(s *v1alpha1.Spec, w Written, p *field.Path) {
 		if len(np.NodeSelector) == 0 {
 			c.errorf(sp, nil, "is required: a pool without a nodeSelector would take every GPU node; set e.g. {pool: %s}", cmp.Or(np.Name, "inference"))
 		} else {
-			c.selector(sp, np.NodeSelector)
+			c.selector(sp, np.NodeSelector, s, false)
 			for _, k := range slices.Sorted(maps.Keys(np.NodeSelector)) {
 				if v, ok := s.NodeSelector[k]; ok && v != np.NodeSelector[k] {
 					c.errorf(sp.Key(k), np.NodeSelector[k], "%s=%s contradicts spec.nodeSelector %s=%s, so the pool matches no GPU node: drop the key or use a different label", k, np.NodeSelector[k], k, v)

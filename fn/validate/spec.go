@@ -16,17 +16,15 @@ import (
 
 // Version formats of the contract. Near misses ("v1.34", "1.34.2", "2.1.3") get a suggestion.
 var (
-	kubeMinorRE    = regexp.MustCompile(`^1\.[0-9]{1,3}$`)
-	kubeNearRE     = regexp.MustCompile(`^v?(1\.[0-9]{1,3})(\.[0-9]+)?$`)
-	minorRE        = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}$`)
-	minorNearRE    = regexp.MustCompile(`^v?([0-9]{1,3}\.[0-9]{1,3})(\.[0-9]+)?$`)
-	driverRE       = regexp.MustCompile(`^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
-	cudaRE         = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
-	semverRE       = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$`)
-	semverNearRE   = regexp.MustCompile(`^v([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})$`)
-	driverOSRE     = regexp.MustCompile(`^[a-z]+[0-9]+(\.[0-9]+)*$`)
-	gateLabelRE    = regexp.MustCompile(`^nvidia\.com/gpu\.(deploy\.|toolkit\.ready$)`)
-	minExporterGap = time.Second
+	kubeMinorRE  = regexp.MustCompile(`^1\.[0-9]{1,3}$`)
+	kubeNearRE   = regexp.MustCompile(`^v?(1\.[0-9]{1,3})(\.[0-9]+)?$`)
+	minorRE      = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}$`)
+	minorNearRE  = regexp.MustCompile(`^v?([0-9]{1,3}\.[0-9]{1,3})(\.[0-9]+)?$`)
+	driverRE     = regexp.MustCompile(`^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
+	cudaRE       = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
+	semverRE     = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$`)
+	semverNearRE = regexp.MustCompile(`^v([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})$`)
+	driverOSRE   = regexp.MustCompile(`^[a-z]+[0-9]+(\.[0-9]+)*$`)
 )
 
 // versionFormat checks a version string against re; near matches get the fix spelled out.
@@ -46,10 +44,7 @@ func (c *checker) versionFormat(p *field.Path, v string, re, near *regexp.Regexp
 
 func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
 	if c.dnsLabel(p.Child("namespace"), s.Namespace) {
-		switch s.Namespace {
-		case "default", "kube-system", "kube-public", "kube-node-lease":
-			c.errorf(p.Child("namespace"), s.Namespace, "%q is a namespace Kubernetes owns: the rendered Namespace would replace its labels (Pod Security level privileged) and its objects would mix with the cluster's own; use a dedicated namespace such as %q", s.Namespace, v1alpha1.DefaultNamespace)
-		}
+		c.ownedNamespace(p.Child("namespace"), s.Namespace)
 	}
 	if c.required(p.Child("kubernetesVersion"), s.KubernetesVersion, "1.34") {
 		c.versionFormat(p.Child("kubernetesVersion"), s.KubernetesVersion, kubeMinorRE, kubeNearRE, `"1.34" (the cluster's minor version)`)
@@ -66,7 +61,7 @@ func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
 		}
 		seen[name] = true
 	}
-	c.selector(p.Child("nodeSelector"), s.NodeSelector)
+	c.selector(p.Child("nodeSelector"), s.NodeSelector, s, true)
 	c.tolerations(p.Child("tolerations"), s.Tolerations)
 	if s.Tolerations != nil && len(s.Tolerations) == 0 {
 		c.warnf(p.Child("tolerations"), nil, "an empty list drops the default toleration of the nvidia.com/gpu:NoSchedule taint, so GPU nodes tainted that way run none of the stages; remove the field or list the tolerations your GPU nodes need")
@@ -77,13 +72,47 @@ func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
 	}
 }
 
+// gitopsNamespaces are the namespaces GitOps controllers install themselves in, by owner.
+var gitopsNamespaces = map[string]string{
+	"flux-system":         "Flux",
+	"argocd":              "Argo CD",
+	"argo-cd":             "Argo CD",
+	"openshift-gitops":    "OpenShift GitOps (Argo CD)",
+	"cattle-fleet-system": "Rancher Fleet",
+	"fleet-system":        "Rancher Fleet",
+}
+
+// ownedNamespace refuses a namespace that belongs to Kubernetes or to a GitOps controller. The
+// rendered Namespace object belongs to the GPU stack's first stage, which its GitOps tool
+// prunes: removing the GPU stack deletes the Namespace with everything in it.
+func (c *checker) ownedNamespace(p *field.Path, ns string) {
+	switch {
+	case ns == "default" || strings.HasPrefix(ns, "kube-"):
+		c.errorf(p, ns, "%q is a namespace Kubernetes owns: the rendered Namespace would replace its labels (Pod Security level privileged), its objects would mix with the cluster's own, and removing the GPU stack would prune the Namespace; use a dedicated namespace such as %q", ns, v1alpha1.DefaultNamespace)
+	case gitopsNamespaces[ns] != "":
+		c.errorf(p, ns, "%q is the namespace %s runs in: the rendered Namespace would belong to the GPU stack's pruning stage, so removing the GPU stack would delete Namespace %s and %s with it; use a dedicated namespace such as %q", ns, gitopsNamespaces[ns], ns, gitopsNamespaces[ns], v1alpha1.DefaultNamespace)
+	}
+}
+
 // selector checks an entry or pool node selector: valid labels, and none of the gate labels
 // the agent sets itself (a DaemonSet gated on them could never start the stage that sets them).
-func (c *checker) selector(p *field.Path, sel map[string]string) {
+// The entry selector also takes no other label the stack writes: the node agent's DaemonSet
+// requires it, so a label only the agent or a later stage writes would never appear. A pool
+// may select on the driver labels (written before the device plugin starts) and, with a
+// warning, on feature labels (written alongside it).
+func (c *checker) selector(p *field.Path, sel map[string]string, s *v1alpha1.Spec, entry bool) {
 	c.labelMap(p, sel)
 	for _, k := range slices.Sorted(maps.Keys(sel)) {
-		if gateLabelRE.MatchString(k) {
+		writer := config.SetByStack(k)
+		switch {
+		case writer == config.WriterGate:
 			c.errorf(p.Key(k), k, "%q is a stage gate the node agent sets itself; selecting on it would keep the stage from ever starting: select on a label a person or NFD sets, e.g. %q", k, config.LabelGPUPresent)
+		case writer != "" && entry:
+			c.errorf(p.Key(k), k, "%q is a label the GPU stack writes itself (%s): the node agent's DaemonSet requires spec.nodeSelector, so on a new node nothing would ever run to set it and no stage would start; select on a label a person, NFD or the cloud sets, e.g. %q, and put finer choices in spec.nodePools", k, writer, config.LabelGPUPresent)
+		case writer == config.WriterFeatureDiscovery && !v1alpha1.Bool(s.FeatureDiscovery.Enabled):
+			c.errorf(p.Key(k), k, "%q is written only by the feature-discovery stage, which featureDiscovery.enabled: false turns off, so no node would ever join this pool: enable feature discovery or select on a label a person sets, e.g. gpupolicy.dev/pool", k)
+		case writer == config.WriterFeatureDiscovery:
+			c.warnf(p.Key(k), k, "%q is written by %s, which starts with the device plugin: a new node runs the default device plugin until the label appears and then moves to this pool, so its GPUs are briefly advertised with spec.devicePlugin's settings; label pool nodes yourself (e.g. gpupolicy.dev/pool) to avoid the switch", k, writer)
 		}
 	}
 }
@@ -95,8 +124,13 @@ func (c *checker) containerRuntime(s *v1alpha1.Spec, p *field.Path) {
 		c.containerdMatrix(s, p.Child("version"))
 	}
 	c.hostPath(p.Child("configPath"), cr.ConfigPath)
-	if c.hostPath(p.Child("dropInDir"), cr.DropInDir) && strings.HasPrefix(cr.ConfigPath+"/", cr.DropInDir+"/") {
-		c.errorf(p.Child("dropInDir"), cr.DropInDir, "%q contains or equals configPath %q: use a separate directory such as /etc/containerd/conf.d", cr.DropInDir, cr.ConfigPath)
+	if c.hostPath(p.Child("dropInDir"), cr.DropInDir) {
+		switch {
+		case strings.HasPrefix(cr.ConfigPath+"/", cr.DropInDir+"/"):
+			c.errorf(p.Child("dropInDir"), cr.DropInDir, "%q contains or equals configPath %q: use a separate directory such as /etc/containerd/conf.d", cr.DropInDir, cr.ConfigPath)
+		case strings.HasPrefix(cr.DropInDir+"/", cr.ConfigPath+"/"):
+			c.errorf(p.Child("dropInDir"), cr.DropInDir, "%q is under configPath %q, a file, so the directory cannot exist there: use a separate directory such as /etc/containerd/conf.d", cr.DropInDir, cr.ConfigPath)
+		}
 	}
 	c.hostPath(p.Child("socket"), cr.Socket)
 	if c.oneOf(p.Child("restartMode"), cr.RestartMode, v1alpha1.RestartSystemd, v1alpha1.RestartSignal, v1alpha1.RestartNone) && cr.RestartMode == v1alpha1.RestartNone {
@@ -136,20 +170,46 @@ func (c *checker) toolkit(s *v1alpha1.Spec, p *field.Path) {
 	}
 	c.repository(p.Child("image"), t.Image, "toolkit.version")
 	// The name is both the RuntimeClass and the containerd handler, and a handler must be a label.
-	c.dnsLabel(p.Child("runtimeClassName"), t.RuntimeClassName)
+	if c.dnsLabel(p.Child("runtimeClassName"), t.RuntimeClassName) {
+		c.runtimeHandler(p.Child("runtimeClassName"), t.RuntimeClassName)
+	}
 	if v1alpha1.Bool(t.SetAsDefault) {
 		c.warnf(p.Child("setAsDefault"), true, "every container on the GPU nodes then runs through nvidia-container-runtime, not only pods with runtimeClassName %q; keep false unless legacy pods cannot set runtimeClassName", t.RuntimeClassName)
 	}
 }
 
-func (c *checker) exporter(e *v1alpha1.Exporter, p *field.Path) {
-	switch {
-	case e.Port < 1 || e.Port > 65535:
-		c.errorf(p.Child("port"), e.Port, "%d is not a TCP port: use 1024–65535, e.g. 9400", e.Port)
-	case e.Port < 1024:
-		c.errorf(p.Child("port"), e.Port, "port %d is privileged and the exporter runs without NET_BIND_SERVICE: use 1024–65535, e.g. 9400", e.Port)
+// nodeRuntimes are runtime handler names containerd nodes already use for other runtimes:
+// runc (containerd's default_runtime_name), crun, youki, gVisor's runsc, Kata's kata and
+// kata-<hypervisor>, sysbox, Windows' runhcs and the runwasi WebAssembly shims.
+var nodeRuntimes = []string{"runc", "crun", "youki", "runsc", "gvisor", "kata", "sysbox-runc", "runhcs",
+	"wasmtime", "wasmedge", "wasmer", "spin", "slight", "lunatic", "crun-wasm"}
+
+// runtimeHandler refuses a handler name the node has for another runtime: the drop-in would
+// point that handler at nvidia-container-runtime, so every pod using it (for runc: every pod
+// on the GPU nodes) would run through it.
+func (c *checker) runtimeHandler(p *field.Path, name string) {
+	if !slices.Contains(nodeRuntimes, name) && !strings.HasPrefix(name, "kata-") {
+		return
 	}
-	c.duration(p.Child("interval"), e.Interval, minExporterGap, 5*time.Second)
+	who := "every pod that uses it"
+	if name == "runc" {
+		who = "every pod on the GPU nodes (runc is containerd's default runtime)"
+	}
+	c.errorf(p, name, "%q is a runtime the nodes already have: the drop-in would point containerd's %q handler at nvidia-container-runtime, so %s would run through it; keep the default %q or use another name of your own", name, name, who, v1alpha1.DefaultRuntimeClassName)
+}
+
+func (c *checker) exporter(e *v1alpha1.Exporter, p *field.Path) {
+	port, lim := e.GetPort(), v1alpha1.Limits["Exporter.Port"]
+	switch {
+	case port < 1 || port > 65535:
+		c.errorf(p.Child("port"), port, "%d is not a TCP port: use %d–%d, e.g. %d", port, lim.Min, lim.Max, v1alpha1.DefaultExporterPort)
+	case int64(port) < lim.Min:
+		c.errorf(p.Child("port"), port, "port %d is privileged and the exporter runs without NET_BIND_SERVICE: use %d–%d, e.g. %d", port, lim.Min, lim.Max, v1alpha1.DefaultExporterPort)
+	}
+	if d, ok := c.duration(p.Child("interval"), e.Interval, v1alpha1.MinExporterInterval, 5*time.Second); ok && d > v1alpha1.MaxExporterInterval {
+		c.errorf(p.Child("interval"), e.Interval, "%s is longer than the limit of %s: it is also the ServiceMonitor's scrape interval, and Prometheus drops a series not scraped for %s (its lookback), so GPU series would vanish between scrapes and the GPU alerts (GPULost, 10-minute XID and ECC windows) would never fire; use at most %s, e.g. %q",
+			e.Interval, v1alpha1.MaxExporterInterval, v1alpha1.PrometheusLookback, v1alpha1.MaxExporterInterval, v1alpha1.DefaultExporterInterval)
+	}
 	if v1alpha1.Bool(e.PodAttribution) && !v1alpha1.Bool(e.Enabled) {
 		c.infof(p.Child("podAttribution"), true, "has no effect while exporter.enabled is false")
 	}
@@ -158,11 +218,6 @@ func (c *checker) exporter(e *v1alpha1.Exporter, p *field.Path) {
 func (c *checker) images(s *v1alpha1.Spec, p *field.Path) {
 	c.pinnedImage(p.Child("images", "gpupolicy"), s.Images.GPUPolicy)
 }
-
-// poolObjectPrefix is the longest name prefix a pool name gets in rendered object names.
-var poolObjectPrefix = config.DevicePluginConfigMap + "-"
-
-func poolNameLimit() int { return 63 - len(poolObjectPrefix) }
 
 func describePool(i int, name string) string {
 	if name == "" {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/fn/validate/matrix"
 )
 
@@ -45,6 +46,7 @@ func Policy(p *v1alpha1.GPUPolicy, w Written, opts Options) Results {
 	c.nodePools(&p.Spec, w, spec.Child("nodePools"))
 	c.kubernetes(&p.Spec, spec)
 	c.images(&p.Spec, spec)
+	c.derivedNames(p)
 	return c.res
 }
 
@@ -100,6 +102,39 @@ func quoteList(items []string) string {
 		s += fmt.Sprintf("%q", it)
 	}
 	return s
+}
+
+// derivedNames checks every name and label value the renderer builds from a field (the pool's
+// DaemonSet gpu-device-plugin-<pool>, Flux's <name>-<stage>, ...) against its Kubernetes
+// limit. Each field is reported once, for the derived name that leaves it the least room; a
+// field already reported on its own is skipped.
+func (c *checker) derivedNames(p *v1alpha1.GPUPolicy) {
+	worst := map[string]render.DerivedName{}
+	var order []string
+	room := func(d render.DerivedName) int { return d.Limit - (len(d.Value) - len(d.Source)) }
+	for _, d := range render.DerivedNames(p) {
+		f := d.Field.String()
+		if len(d.Value) <= d.Limit || c.hasError(f) {
+			continue
+		}
+		w, seen := worst[f]
+		if !seen {
+			order = append(order, f)
+		}
+		if !seen || room(d) < room(w) {
+			worst[f] = d
+		}
+	}
+	for _, f := range order {
+		d := worst[f]
+		c.errorf(d.Field, d.Source, "%q is %d characters and makes %s %q (%d characters), over Kubernetes' limit of %d: use at most %d characters in %s",
+			d.Source, len(d.Source), d.What, d.Value, len(d.Value), d.Limit, room(d), f)
+	}
+}
+
+// hasError reports whether an error was already reported at path.
+func (c *checker) hasError(path string) bool {
+	return slices.ContainsFunc(c.res, func(r Result) bool { return r.Severity == SeverityError && r.Field == path })
 }
 
 func (c *checker) metadata(p *v1alpha1.GPUPolicy) {

@@ -77,9 +77,13 @@ func TestWarningsWhereRisky(t *testing.T) {
 			doc:  strings.Replace(base, `"580.95.05"`, `"570.195.03"`, 1),
 			want: []want{{validate.SeverityWarning, "spec.driver.version", "R570 (PB) reached end of life in 2026-02"}},
 		},
+		"pool on a feature label": {
+			doc:  base + "  nodePools:\n  - name: a100\n    nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}\n",
+			want: []want{{validate.SeverityWarning, "spec.nodePools[0].nodeSelector[nvidia.com/gpu.product]", "moves to this pool"}},
+		},
 		"newer containerd": {
 			doc:  base + "  containerRuntime: {version: \"2.3\"}\n",
-			want: []want{{validate.SeverityWarning, "spec.containerRuntime.version", "newer than the newest minor"}},
+			want: []want{{validate.SeverityWarning, "spec.containerRuntime.version", "newer than the newest minor in the version matrix (2.2)"}},
 		},
 		"untested kubernetes": {
 			doc:  strings.Replace(base, `"1.34"`, `"1.40"`, 1),

@@ -17,6 +17,14 @@ const (
 	DefaultMIGStrategy        = MIGNone
 	DefaultDeviceListStrategy = DeviceListCDICRI
 	DefaultReplicas           = 1
+	// MaxReplicas bounds time-slicing replicas. The kubelet reads ListAndWatch with gRPC's
+	// default 4 MiB message limit, and one response lists every device id of a resource:
+	// under MIG 16 GPUs × 7 instances × replicas, ~66 bytes each. At 256 that is 28,672
+	// devices, 1.9 MB on the wire (the real response, measured in fn/validate's tests), under
+	// half the limit; from ~570 the kubelet refuses the list and the node advertises nothing.
+	// The plugin's memory (~530 bytes per device, 15 MB here) stays far below the 256Mi limit
+	// of the rendered DaemonSet.
+	MaxReplicas = 256
 	// DefaultRecoveryPeriod applies when healthChecks.recoveryPeriod is empty. The policy has
 	// no such field, so the rendered configs leave it empty and this is the value nodes run with.
 	DefaultRecoveryPeriod = 2 * time.Minute

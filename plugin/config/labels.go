@@ -1,11 +1,15 @@
 package config
 
+import "strings"
+
 // Node label keys. The stage keys are GPU Operator's, so runbooks and node selectors carry over.
 const (
 	// LabelGPUPresent is the default entry gate (spec.nodeSelector); set by a person or NFD.
 	LabelGPUPresent = "nvidia.com/gpu.present"
 
-	LabelDeployDriver           = "nvidia.com/gpu.deploy.driver"
+	// LabelDeployPrefix begins every stage gate key.
+	LabelDeployPrefix           = "nvidia.com/gpu.deploy."
+	LabelDeployDriver           = LabelDeployPrefix + "driver"
 	LabelDeployToolkit          = "nvidia.com/gpu.deploy.container-toolkit"
 	LabelDeployDevicePlugin     = "nvidia.com/gpu.deploy.device-plugin"
 	LabelDeployFeatureDiscovery = "nvidia.com/gpu.deploy.gpu-feature-discovery"
@@ -36,3 +40,81 @@ const (
 	// ManagedPrefix: the only label/annotation prefix the agent may change (guardrails enforce it).
 	ManagedPrefix = "nvidia.com/"
 )
+
+// Feature labels the feature-discovery stage (gpu-node-agent labels) writes, under
+// gpu-feature-discovery's names, besides LabelGPUCount and LabelGPUReplicas.
+const (
+	LabelGPUProduct         = "nvidia.com/gpu.product"
+	LabelGPUMemory          = "nvidia.com/gpu.memory" // MiB
+	LabelGPUFamily          = "nvidia.com/gpu.family"
+	LabelGPUComputeMajor    = "nvidia.com/gpu.compute.major"
+	LabelGPUComputeMinor    = "nvidia.com/gpu.compute.minor"
+	LabelCUDADriverFull     = "nvidia.com/cuda.driver-version.full"
+	LabelCUDADriverMajor    = "nvidia.com/cuda.driver-version.major"
+	LabelCUDADriverMinor    = "nvidia.com/cuda.driver-version.minor"
+	LabelCUDADriverRev      = "nvidia.com/cuda.driver-version.revision"
+	LabelCUDARuntimeFull    = "nvidia.com/cuda.runtime-version.full"
+	LabelCUDARuntimeMajor   = "nvidia.com/cuda.runtime-version.major"
+	LabelCUDARuntimeMinor   = "nvidia.com/cuda.runtime-version.minor"
+	LabelLegacyDriverMajor  = "nvidia.com/cuda.driver.major"
+	LabelLegacyDriverMinor  = "nvidia.com/cuda.driver.minor"
+	LabelLegacyDriverRev    = "nvidia.com/cuda.driver.rev"
+	LabelLegacyRuntimeMajor = "nvidia.com/cuda.runtime.major"
+	LabelLegacyRuntimeMinor = "nvidia.com/cuda.runtime.minor"
+	LabelMIGCapable         = "nvidia.com/mig.capable"
+	LabelMIGStrategy        = "nvidia.com/mig.strategy"
+	LabelGPUSharingStrategy = "nvidia.com/gpu.sharing-strategy"
+	LabelMIGProfilePrefix   = "nvidia.com/mig-" // mixed: nvidia.com/mig-<profile>.<shape suffix>
+	LabelGPUShapePrefix     = "nvidia.com/gpu"  // single: nvidia.com/gpu<shape suffix>
+)
+
+// FeatureLabelShapeSuffixes are the per-MIG-profile label suffixes (single: after
+// LabelGPUShapePrefix; mixed: after LabelMIGProfilePrefix<profile>).
+var FeatureLabelShapeSuffixes = []string{".memory", ".multiprocessors", ".slices.gi", ".slices.ci",
+	".engines.copy", ".engines.decoder", ".engines.encoder", ".engines.jpeg", ".engines.ofa"}
+
+var featureLabels = map[string]bool{
+	LabelGPUProduct: true, LabelGPUMemory: true, LabelGPUCount: true, LabelGPUFamily: true,
+	LabelGPUComputeMajor: true, LabelGPUComputeMinor: true,
+	LabelCUDADriverFull: true, LabelCUDADriverMajor: true, LabelCUDADriverMinor: true, LabelCUDADriverRev: true,
+	LabelCUDARuntimeFull: true, LabelCUDARuntimeMajor: true, LabelCUDARuntimeMinor: true,
+	LabelLegacyDriverMajor: true, LabelLegacyDriverMinor: true, LabelLegacyDriverRev: true,
+	LabelLegacyRuntimeMajor: true, LabelLegacyRuntimeMinor: true,
+	LabelMIGCapable: true, LabelMIGStrategy: true, LabelGPUReplicas: true, LabelGPUSharingStrategy: true,
+}
+
+// IsFeatureLabel reports whether the feature-discovery stage writes key (and so may remove
+// it when it no longer computes it).
+func IsFeatureLabel(key string) bool {
+	if featureLabels[key] || strings.HasPrefix(key, LabelMIGProfilePrefix) {
+		return true
+	}
+	for _, s := range FeatureLabelShapeSuffixes {
+		if key == LabelGPUShapePrefix+s {
+			return true
+		}
+	}
+	return false
+}
+
+// Who writes a node label the stack sets itself (SetByStack).
+const (
+	WriterGate             = "the node agent's stage gates"
+	WriterDriver           = "the node agent's driver check"
+	WriterFeatureDiscovery = "the feature-discovery stage"
+)
+
+// SetByStack reports which of the stack's node programs writes label key, or "" for a label
+// it never writes (set by a person, NFD or the cloud). A DaemonSet selecting on such a label
+// depends on the stage that writes it.
+func SetByStack(key string) string {
+	switch {
+	case strings.HasPrefix(key, LabelDeployPrefix) || key == LabelToolkitReady:
+		return WriterGate
+	case key == LabelDriverVersion || key == LabelDriverDrift:
+		return WriterDriver
+	case IsFeatureLabel(key):
+		return WriterFeatureDiscovery
+	}
+	return ""
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,7 +56,7 @@ func DecodeNode(n *yaml.Node) (*GPUPolicy, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, FieldErrors{field.TypeInvalid(field.NewPath("<document>"), kindName(n), "a GPUPolicy must be a YAML mapping with apiVersion, kind, metadata and spec")}
 	}
-	decodeValue(n, reflect.ValueOf(p).Elem(), nil, &errs)
+	decodeValue(n, reflect.ValueOf(p).Elem(), nil, nil, &errs)
 	if p.APIVersion != APIVersion && !hasError(errs, "apiVersion") {
 		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), p.APIVersion, []string{APIVersion}))
 	}
@@ -77,8 +79,9 @@ func hasError(errs field.ErrorList, path string) bool {
 }
 
 // decodeValue sets v from n, appending one error per problem and carrying on, so a user sees
-// every mistake of a file at once. path is nil at the document root.
-func decodeValue(n *yaml.Node, v reflect.Value, path *field.Path, errs *field.ErrorList) {
+// every mistake of a file at once. path is nil at the document root; rng is the field's
+// entry in Limits, if any, for a number too large to decode.
+func decodeValue(n *yaml.Node, v reflect.Value, path *field.Path, rng *Range, errs *field.ErrorList) {
 	for n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -89,7 +92,7 @@ func decodeValue(n *yaml.Node, v reflect.Value, path *field.Path, errs *field.Er
 	switch v.Kind() {
 	case reflect.Pointer:
 		elem := reflect.New(v.Type().Elem())
-		decodeValue(n, elem.Elem(), path, errs)
+		decodeValue(n, elem.Elem(), path, rng, errs)
 		v.Set(elem)
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
@@ -103,7 +106,11 @@ func decodeValue(n *yaml.Node, v reflect.Value, path *field.Path, errs *field.Er
 				*errs = append(*errs, unknownField(child(path, key), key, keyNode.Line, fields))
 				return
 			}
-			decodeValue(val, v.Field(idx), child(path, key), errs)
+			var r *Range
+			if lim, ok := Limits[v.Type().Name()+"."+v.Type().Field(idx).Name]; ok {
+				r = &lim
+			}
+			decodeValue(val, v.Field(idx), child(path, key), r, errs)
 		})
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
@@ -113,7 +120,7 @@ func decodeValue(n *yaml.Node, v reflect.Value, path *field.Path, errs *field.Er
 		m := reflect.MakeMap(v.Type())
 		eachPair(n, fp, fp.Key, errs, func(key string, _, val *yaml.Node) {
 			elem := reflect.New(v.Type().Elem()).Elem()
-			decodeValue(val, elem, fp.Key(key), errs)
+			decodeValue(val, elem, fp.Key(key), nil, errs)
 			m.SetMapIndex(reflect.ValueOf(key), elem)
 		})
 		v.Set(m)
@@ -124,7 +131,7 @@ func decodeValue(n *yaml.Node, v reflect.Value, path *field.Path, errs *field.Er
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, item := range n.Content {
-			decodeValue(item, s.Index(i), fp.Index(i), errs)
+			decodeValue(item, s.Index(i), fp.Index(i), rng, errs)
 		}
 		v.Set(s)
 	case reflect.String:
@@ -142,14 +149,22 @@ func decodeValue(n *yaml.Node, v reflect.Value, path *field.Path, errs *field.Er
 		v.SetBool(b)
 	case reflect.Int, reflect.Int32, reflect.Int64:
 		i, err := scalarInt(n)
-		if err != nil || v.OverflowInt(i) {
+		switch {
+		case errors.Is(err, errTooLarge) || err == nil && v.OverflowInt(i):
+			*errs = append(*errs, tooLarge(fp, n, rng))
+			return
+		case err != nil:
 			*errs = append(*errs, typeError(fp, n, "a whole number"))
 			return
 		}
 		v.SetInt(i)
 	case reflect.Uint64, reflect.Uint32, reflect.Uint:
 		i, err := scalarInt(n)
-		if err != nil || i < 0 || v.OverflowUint(uint64(i)) {
+		switch {
+		case errors.Is(err, errTooLarge) || err == nil && i >= 0 && v.OverflowUint(uint64(i)):
+			*errs = append(*errs, tooLarge(fp, n, rng))
+			return
+		case err != nil || i < 0:
 			*errs = append(*errs, typeError(fp, n, "a whole number ≥ 0"))
 			return
 		}
@@ -176,13 +191,37 @@ func eachPair(n *yaml.Node, fp *field.Path, childPath func(string) *field.Path, 
 	}
 }
 
+// errTooLarge: a whole number that does not fit an int64. YAML resolves such a literal
+// (10000000000000000000, 1e12) as a float, which would otherwise read as a wrong type.
+var errTooLarge = errors.New("too large")
+
+// wholeFloat is a float literal whose value is a whole number: digits, or digits with an
+// exponent and no fraction.
+var wholeFloat = regexp.MustCompile(`^[-+]?[0-9][0-9_]*([eE][+]?[0-9]+)?$`)
+
 func scalarInt(n *yaml.Node) (int64, error) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" && wholeFloat.MatchString(n.Value) {
+		if f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64); err == nil && math.Abs(f) >= 1<<63 {
+			return 0, errTooLarge
+		}
+	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		return 0, errors.New("not an integer")
 	}
 	var i int64
-	err := n.Decode(&i) // fails on values outside int64
-	return i, err
+	if err := n.Decode(&i); err != nil {
+		return 0, errTooLarge // a valid integer literal outside int64
+	}
+	return i, nil
+}
+
+// tooLarge reports a whole number that does not fit its field, with the field's range.
+func tooLarge(p *field.Path, n *yaml.Node, rng *Range) *field.Error {
+	want := "a smaller whole number"
+	if rng != nil {
+		want = fmt.Sprintf("a whole number from %d to %d", rng.Min, rng.Max)
+	}
+	return field.Invalid(p, n.Value, fmt.Sprintf("line %d: %s is too large a number: use %s", n.Line, n.Value, want))
 }
 
 func child(path *field.Path, name string) *field.Path {

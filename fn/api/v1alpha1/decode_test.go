@@ -33,8 +33,8 @@ func TestDecodeMinimalAndDefault(t *testing.T) {
 		"containerd":       {s.ContainerRuntime.Version, "2.1"},
 		"cdi":              {Bool(s.Toolkit.CDI), true},
 		"setAsDefault":     {Bool(s.Toolkit.SetAsDefault), false},
-		"replicas":         {s.DevicePlugin.Sharing.TimeSlicing.Replicas, 1},
-		"exporter.port":    {s.Exporter.Port, 9400},
+		"replicas":         {*s.DevicePlugin.Sharing.TimeSlicing.Replicas, 1},
+		"exporter.port":    {*s.Exporter.Port, 9400},
 		"guardrails":       {Bool(s.Guardrails.Enabled), true},
 		"nodeSelector":     {s.NodeSelector["nvidia.com/gpu.present"], "true"},
 		"ignoredXIDs":      {len(s.DevicePlugin.HealthChecks.IgnoredXIDs), 6},
@@ -61,8 +61,8 @@ func TestDefaultPoolsInheritAndStayIndependent(t *testing.T) {
 	}
 	Default(p)
 	inf, tr := p.Spec.NodePools[0].DevicePlugin, p.Spec.NodePools[1].DevicePlugin
-	if inf.Sharing.TimeSlicing.Replicas != 4 || tr.Sharing.TimeSlicing.Replicas != 1 {
-		t.Errorf("replicas = %d/%d, want 4/1", inf.Sharing.TimeSlicing.Replicas, tr.Sharing.TimeSlicing.Replicas)
+	if inf.Sharing.TimeSlicing.GetReplicas() != 4 || tr.Sharing.TimeSlicing.GetReplicas() != 1 {
+		t.Errorf("replicas = %d/%d, want 4/1", inf.Sharing.TimeSlicing.GetReplicas(), tr.Sharing.TimeSlicing.GetReplicas())
 	}
 	if inf.MIGStrategy != "mixed" || tr.ResourceName != "nvidia.com/gpu" {
 		t.Errorf("pool did not inherit spec.devicePlugin: %+v", inf)
@@ -70,9 +70,49 @@ func TestDefaultPoolsInheritAndStayIndependent(t *testing.T) {
 	if xids := tr.HealthChecks.IgnoredXIDs; xids == nil || len(xids) != 0 {
 		t.Errorf("explicit empty ignoredXIDs must stay empty, got %v", xids)
 	}
-	inf.Sharing.TimeSlicing.Replicas = 9
-	if p.Spec.DevicePlugin.Sharing.TimeSlicing.Replicas != 1 || tr.Sharing.TimeSlicing.Replicas != 1 {
+	*inf.Sharing.TimeSlicing.Replicas = 9
+	if p.Spec.DevicePlugin.Sharing.TimeSlicing.GetReplicas() != 1 || tr.Sharing.TimeSlicing.GetReplicas() != 1 {
 		t.Error("pools share nested values with spec.devicePlugin")
+	}
+}
+
+// TestDefaultKeepsExplicitZero: a defaulted number set to 0 stays 0 (validation reports it);
+// only an absent or null field takes the default. Before numbers were pointers, 0 became 1.
+func TestDefaultKeepsExplicitZero(t *testing.T) {
+	p, err := Decode([]byte(minimal + `  devicePlugin: {sharing: {timeSlicing: {replicas: 0}}}
+  exporter: {port: 0}
+  nodePools:
+  - name: a
+    nodeSelector: {pool: a}
+    devicePlugin: {sharing: {timeSlicing: {replicas: 0}}}
+  - name: b
+    nodeSelector: {pool: b}
+    devicePlugin: {sharing: {timeSlicing: {replicas: null}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	Default(p)
+	s := p.Spec
+	got := []int{s.DevicePlugin.Sharing.TimeSlicing.GetReplicas(), s.Exporter.GetPort(),
+		s.NodePools[0].DevicePlugin.Sharing.TimeSlicing.GetReplicas(), s.NodePools[1].DevicePlugin.Sharing.TimeSlicing.GetReplicas()}
+	if !reflect.DeepEqual(got, []int{0, 0, 0, 0}) {
+		t.Errorf("replicas, port, pool a, pool b (inherits) = %v, want the explicit zeros kept: [0 0 0 0]", got)
+	}
+}
+
+// TestDecodeNumberTooLarge: a number beyond int64 (YAML resolves it as a float) is reported
+// as too large, with the field's range, not as a wrong type.
+func TestDecodeNumberTooLarge(t *testing.T) {
+	for _, v := range []string{"10000000000000000000", "1e30"} {
+		_, err := Decode([]byte(minimal + "  devicePlugin: {sharing: {timeSlicing: {replicas: " + v + "}}}\n"))
+		if err == nil || !strings.Contains(err.Error(), "spec.devicePlugin.sharing.timeSlicing.replicas") ||
+			!strings.Contains(err.Error(), v+" is too large a number: use a whole number from 1 to 256") || strings.Contains(err.Error(), "float") {
+			t.Errorf("replicas: %s: %v", v, err)
+		}
+	}
+	if _, err := Decode([]byte(minimal + "  devicePlugin: {sharing: {timeSlicing: {replicas: 2.5}}}\n")); err == nil || !strings.Contains(err.Error(), "must be a whole number") {
+		t.Errorf("replicas: 2.5: %v", err)
 	}
 }
 

@@ -84,9 +84,28 @@ func boolDefault(b **bool, def bool) {
 	}
 }
 
+// GetReplicas is the number of time-slicing replicas: the value set, else the default. After
+// Default it is always the value set or inherited.
+func (t *TimeSlicing) GetReplicas() int {
+	if t == nil || t.Replicas == nil {
+		return config.DefaultReplicas
+	}
+	return *t.Replicas
+}
+
+// GetPort is the exporter's port: the value set, else the default.
+func (e *Exporter) GetPort() int {
+	if e == nil || e.Port == nil {
+		return DefaultExporterPort
+	}
+	return *e.Port
+}
+
 // Default fills every unset field with its documented default, in place, and resolves each
 // node pool's device plugin settings against spec.devicePlugin, so renderers read concrete
-// values only. It never touches a field the user set.
+// values only. It never touches a field the user set. "Unset" is absence (a nil pointer or
+// map, an empty string), never a zero value: a number with a default is a pointer, so an
+// explicit 0 stays 0 and validation reports it instead of defaulting silently.
 func Default(p *GPUPolicy) {
 	s := &p.Spec
 	orDefault(&s.Namespace, DefaultNamespace)
@@ -125,7 +144,7 @@ func Default(p *GPUPolicy) {
 		ResourceName:       config.DefaultResourceName,
 		MIGStrategy:        config.DefaultMIGStrategy,
 		DeviceListStrategy: config.DefaultDeviceListStrategy,
-		Sharing:            &Sharing{TimeSlicing: &TimeSlicing{Replicas: config.DefaultReplicas}},
+		Sharing:            &Sharing{TimeSlicing: &TimeSlicing{Replicas: ptr(config.DefaultReplicas)}},
 		HealthChecks:       &HealthChecks{Enabled: ptr(true), IgnoredXIDs: config.DefaultIgnoredXIDs()},
 	})
 	for i := range s.NodePools {
@@ -140,8 +159,8 @@ func Default(p *GPUPolicy) {
 
 	e := &s.Exporter
 	boolDefault(&e.Enabled, true)
-	if e.Port == 0 {
-		e.Port = DefaultExporterPort
+	if e.Port == nil {
+		e.Port = ptr(DefaultExporterPort)
 	}
 	orDefault(&e.Interval, DefaultExporterInterval)
 	boolDefault(&e.ServiceMonitor, true)
@@ -163,8 +182,8 @@ func defaultDevicePlugin(dp *DevicePlugin, base DevicePlugin) {
 	if dp.Sharing.TimeSlicing == nil {
 		dp.Sharing.TimeSlicing = &TimeSlicing{}
 	}
-	if dp.Sharing.TimeSlicing.Replicas == 0 {
-		dp.Sharing.TimeSlicing.Replicas = base.Sharing.TimeSlicing.Replicas
+	if dp.Sharing.TimeSlicing.Replicas == nil {
+		dp.Sharing.TimeSlicing.Replicas = ptr(base.Sharing.TimeSlicing.GetReplicas())
 	}
 	if dp.HealthChecks == nil {
 		dp.HealthChecks = &HealthChecks{}

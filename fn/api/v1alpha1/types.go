@@ -32,7 +32,10 @@ type ObjectMeta struct {
 
 // Spec is the desired state of every GPU node of one cluster.
 type Spec struct {
-	// Namespace receives every namespaced object. Default gpu-system.
+	// Namespace receives every namespaced object. Default gpu-system. It must be the GPU
+	// stack's own: not default or kube-*, and not a GitOps controller's (flux-system, argocd,
+	// openshift-gitops, cattle-fleet-system), because the rendered Namespace is pruned with the
+	// stack.
 	Namespace string `json:"namespace,omitempty"`
 	// KubernetesVersion is the minor of the target cluster ("1.34"). Required.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
@@ -43,7 +46,10 @@ type Spec struct {
 	// ImagePullSecrets are secret names added to every pod.
 	ImagePullSecrets []string `json:"imagePullSecrets,omitempty"`
 	// NodeSelector is the entry gate: which nodes are GPU nodes.
-	// Default {nvidia.com/gpu.present: "true"}.
+	// Default {nvidia.com/gpu.present: "true"}. It must not name a label the stack writes
+	// itself (the gates nvidia.com/gpu.deploy.*, nvidia.com/gpu.driver.version, the feature
+	// labels nvidia.com/gpu.product, gpu.count, gpu.memory, mig.*, cuda.*, ...): the node
+	// agent's DaemonSet requires it, so nothing would ever set that label on a new node.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// Tolerations are added to every DaemonSet. Default: tolerate nvidia.com/gpu:NoSchedule.
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
@@ -95,7 +101,9 @@ type Toolkit struct {
 	Source  string `json:"source,omitempty"` // container | preinstalled
 	Version string `json:"version,omitempty"`
 	Image   string `json:"image,omitempty"`
-	// RuntimeClassName names the RuntimeClass and the containerd runtime handler.
+	// RuntimeClassName names the RuntimeClass and the containerd runtime handler. It must not
+	// be a runtime the nodes already have (runc, crun, youki, runsc, gvisor, kata, kata-*, ...):
+	// the drop-in would route that runtime's pods through nvidia-container-runtime.
 	RuntimeClassName string `json:"runtimeClassName,omitempty"`
 	// SetAsDefault makes the nvidia runtime containerd's default runtime.
 	SetAsDefault *bool `json:"setAsDefault,omitempty"`
@@ -120,7 +128,9 @@ type Sharing struct {
 
 // TimeSlicing advertises every GPU Replicas times.
 type TimeSlicing struct {
-	Replicas int `json:"replicas,omitempty"`
+	// Replicas is a pointer so an explicit 0 is an error, not the default; read it with
+	// GetReplicas.
+	Replicas *int `json:"replicas,omitempty"`
 }
 
 // HealthChecks turns NVML XID events into device health.
@@ -137,7 +147,7 @@ type FeatureDiscovery struct {
 // Exporter is the dcgm-exporter compatible metrics DaemonSet.
 type Exporter struct {
 	Enabled        *bool  `json:"enabled,omitempty"`
-	Port           int    `json:"port,omitempty"`
+	Port           *int   `json:"port,omitempty"`     // a pointer so an explicit 0 is an error; read it with GetPort
 	Interval       string `json:"interval,omitempty"` // Go duration
 	ServiceMonitor *bool  `json:"serviceMonitor,omitempty"`
 	PodAttribution *bool  `json:"podAttribution,omitempty"`

@@ -32,13 +32,12 @@ type property struct {
 	*node
 }
 
-// rule is what Go types cannot say: which fields are required, which strings are enums, and
-// numeric bounds. Keyed by "<GoType>.<GoField>". The enum values are v1alpha1's constants, so a
+// rule is what Go types cannot say: which fields are required and which strings are enums
+// (numeric bounds are v1alpha1.Limits, which validation enforces). Keyed by "<GoType>.<GoField>". The enum values are v1alpha1's constants, so a
 // new enum value in the API shows up here at compile time or in the staleness test.
 type rule struct {
 	required bool
 	enum     []string
-	min, max *int64
 }
 
 func i64(v int64) *int64 { return &v }
@@ -62,8 +61,6 @@ var rules = map[string]rule{
 	"Toolkit.Source":                  {enum: []string{v1alpha1.SourceContainer, v1alpha1.SourcePreinstalled}},
 	"DevicePlugin.MIGStrategy":        {enum: []string{config.MIGNone, config.MIGSingle, config.MIGMixed}},
 	"DevicePlugin.DeviceListStrategy": {enum: []string{config.DeviceListCDICRI, config.DeviceListEnvVar}},
-	"TimeSlicing.Replicas":            {min: i64(1)},
-	"Exporter.Port":                   {min: i64(1), max: i64(65535)},
 	"NodePool.Name":                   {required: true},
 	"NodePool.NodeSelector":           {required: true},
 	"Toleration.Operator":             {enum: []string{"Exists", "Equal"}},
@@ -132,7 +129,10 @@ func (b *builder) build(t reflect.Type, given, defaulted reflect.Value) (*node, 
 			}
 			key := t.Name() + "." + f.Name
 			r := rules[key]
-			p.enum, p.minimum, p.maximum = r.enum, r.min, r.max
+			p.enum = r.enum
+			if lim, ok := v1alpha1.Limits[key]; ok {
+				p.minimum, p.maximum = i64(lim.Min), i64(lim.Max)
+			}
 			if r.required {
 				n.required = append(n.required, name)
 			}

@@ -20,7 +20,7 @@ func (m *Matrix) Markdown() []byte {
 	for _, d := range m.DriverBranches {
 		w("| R%d | %s | %s | %s |\n", d.Branch, d.Type, d.EOL, d.Source)
 	}
-	w("\n## containerd\n\nOlder than %s: error. Newer than %s: warning, the newest facts apply.\n\n", m.Containerd[0].Minor, m.Containerd[len(m.Containerd)-1].Minor)
+	w("\n## containerd\n\nOlder than %s, or a minor between two rows (it was never released): error. Newer than %s: warning, the newest facts apply.\n\n", m.Containerd[0].Minor, m.Containerd[len(m.Containerd)-1].Minor)
 	w("| Minor | Config version | Imports merge plugin tables | CDI in CRI | Source |\n|---|---|---|---|---|\n")
 	for _, c := range m.Containerd {
 		w("| %s | %d | %s | %s | %s |\n", c.Minor, c.ConfigVersion, yesNo(c.ImportsMergePluginTables), yesNo(c.CDI), c.Source)

@@ -195,7 +195,8 @@ func (b DriverBranch) PastEOL(now time.Time) bool {
 
 // ContainerdMinor returns the facts for a containerd minor: exact is false when minor is newer
 // than every entry (the newest entry's facts apply) and ok is false when it is older than the
-// oldest supported minor.
+// oldest supported minor or lies between two entries without one of its own (the table lists
+// every released minor, so such a minor does not exist).
 func (m *Matrix) ContainerdMinor(minor Version) (c Containerd, exact, ok bool) {
 	for i := len(m.Containerd) - 1; i >= 0; i-- {
 		v, _ := ParseVersion(m.Containerd[i].Minor)
@@ -203,10 +204,22 @@ func (m *Matrix) ContainerdMinor(minor Version) (c Containerd, exact, ok bool) {
 		case cmp == 0:
 			return m.Containerd[i], true, true
 		case cmp > 0:
+			if i < len(m.Containerd)-1 {
+				return Containerd{}, false, false // a gap: not a released minor
+			}
 			return m.Containerd[i], false, true
 		}
 	}
 	return Containerd{}, false, false
+}
+
+// ContainerdMinors lists the known minors, oldest first, for messages.
+func (m *Matrix) ContainerdMinors() []string {
+	out := make([]string, len(m.Containerd))
+	for i, c := range m.Containerd {
+		out[i] = c.Minor
+	}
+	return out
 }
 
 // ContainerdFor returns the facts for a containerd minor as the policy writes it ("1.7"), for
@@ -219,7 +232,7 @@ func (m *Matrix) ContainerdFor(minor string) (Containerd, error) {
 	}
 	c, _, ok := m.ContainerdMinor(v)
 	if !ok {
-		return Containerd{}, fmt.Errorf("containerd %s is older than the oldest supported minor %s", minor, m.Containerd[0].Minor)
+		return Containerd{}, fmt.Errorf("containerd %s is not a supported minor (known: %s)", minor, strings.Join(m.ContainerdMinors(), ", "))
 	}
 	return c, nil
 }

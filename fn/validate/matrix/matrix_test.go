@@ -27,6 +27,9 @@ func TestEmbeddedMatrixIsSourcedAndHoldsTheFacts(t *testing.T) {
 		{"1.7", true, true, 2, false, true},
 		{"2.0", true, true, 3, false, true},
 		{"2.1", true, true, 3, true, true},
+		{"2.2", true, true, 3, true, true},
+		{"1.8", false, false, 0, false, false},
+		{"1.10", false, false, 0, false, false},
 		{"2.4", true, false, 3, true, true},
 	} {
 		c, exact, ok := m.ContainerdMinor(MustParse(tc.minor))

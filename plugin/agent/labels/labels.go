@@ -13,30 +13,34 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
-// Label keys (gpu-feature-discovery's).
+// Label keys (gpu-feature-discovery's); the list is the node contract's (plugin/config), so the
+// function knows which labels the stack writes.
 const (
-	Product              = "nvidia.com/gpu.product"
-	Memory               = "nvidia.com/gpu.memory" // MiB
-	Count                = config.LabelGPUCount
-	Family               = "nvidia.com/gpu.family"
-	ComputeMajor         = "nvidia.com/gpu.compute.major"
-	ComputeMinor         = "nvidia.com/gpu.compute.minor"
-	DriverVersionFull    = "nvidia.com/cuda.driver-version.full"
-	DriverVersionMajor   = "nvidia.com/cuda.driver-version.major"
-	DriverVersionMinor   = "nvidia.com/cuda.driver-version.minor"
-	DriverVersionRev     = "nvidia.com/cuda.driver-version.revision"
-	RuntimeVersionFull   = "nvidia.com/cuda.runtime-version.full"
-	RuntimeVersionMajor  = "nvidia.com/cuda.runtime-version.major"
-	RuntimeVersionMinor  = "nvidia.com/cuda.runtime-version.minor"
-	LegacyDriverMajor    = "nvidia.com/cuda.driver.major"
-	LegacyDriverMinor    = "nvidia.com/cuda.driver.minor"
-	LegacyDriverRev      = "nvidia.com/cuda.driver.rev"
-	LegacyRuntimeMajor   = "nvidia.com/cuda.runtime.major"
-	LegacyRuntimeMinor   = "nvidia.com/cuda.runtime.minor"
-	MIGCapable           = "nvidia.com/mig.capable"
-	MIGStrategy          = "nvidia.com/mig.strategy"
-	Replicas             = config.LabelGPUReplicas
-	SharingStrategy      = "nvidia.com/gpu.sharing-strategy"
+	Product             = config.LabelGPUProduct
+	Memory              = config.LabelGPUMemory
+	Count               = config.LabelGPUCount
+	Family              = config.LabelGPUFamily
+	ComputeMajor        = config.LabelGPUComputeMajor
+	ComputeMinor        = config.LabelGPUComputeMinor
+	DriverVersionFull   = config.LabelCUDADriverFull
+	DriverVersionMajor  = config.LabelCUDADriverMajor
+	DriverVersionMinor  = config.LabelCUDADriverMinor
+	DriverVersionRev    = config.LabelCUDADriverRev
+	RuntimeVersionFull  = config.LabelCUDARuntimeFull
+	RuntimeVersionMajor = config.LabelCUDARuntimeMajor
+	RuntimeVersionMinor = config.LabelCUDARuntimeMinor
+	LegacyDriverMajor   = config.LabelLegacyDriverMajor
+	LegacyDriverMinor   = config.LabelLegacyDriverMinor
+	LegacyDriverRev     = config.LabelLegacyDriverRev
+	LegacyRuntimeMajor  = config.LabelLegacyRuntimeMajor
+	LegacyRuntimeMinor  = config.LabelLegacyRuntimeMinor
+	MIGCapable          = config.LabelMIGCapable
+	MIGStrategy         = config.LabelMIGStrategy
+	Replicas            = config.LabelGPUReplicas
+	SharingStrategy     = config.LabelGPUSharingStrategy
+)
+
+const (
 	sharingTimeSlicing   = "time-slicing"
 	sharingNone          = "none"
 	maxLabelValueLength  = 63

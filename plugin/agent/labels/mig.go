@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -113,7 +112,7 @@ func migLabels(lib nvml.Interface, count int, strategy string, out map[string]st
 		for name, attr := range names {
 			out[Product] += "-MIG-" + name
 			out[Count] = strconv.Itoa(total)
-			shapeLabels(out, "nvidia.com/gpu", attr)
+			shapeLabels(out, config.LabelGPUShapePrefix, attr)
 		}
 	case config.MIGMixed:
 		counts, attrs := map[string]int{}, map[string]nvml.DeviceAttributes{}
@@ -124,7 +123,7 @@ func migLabels(lib nvml.Interface, count int, strategy string, out map[string]st
 			}
 		}
 		for _, n := range slices.Sorted(maps.Keys(counts)) {
-			prefix := "nvidia.com/mig-" + n
+			prefix := config.LabelMIGProfilePrefix + n
 			out[prefix+".count"] = strconv.Itoa(counts[n])
 			shapeLabels(out, prefix, attrs[n])
 		}
@@ -134,32 +133,10 @@ func migLabels(lib nvml.Interface, count int, strategy string, out map[string]st
 	return nil
 }
 
-// shapeSuffixes are the per-profile label suffixes shapeLabels writes.
-var shapeSuffixes = []string{".memory", ".multiprocessors", ".slices.gi", ".slices.ci",
-	".engines.copy", ".engines.decoder", ".engines.encoder", ".engines.jpeg", ".engines.ofa"}
-
 // owned reports whether key is a feature label this package writes, so a label it no
 // longer computes (a MIG profile that was removed) can be deleted without touching the
 // gates, the driver labels or anything a person set.
-func owned(key string) bool {
-	switch key {
-	case Product, Memory, Count, Family, ComputeMajor, ComputeMinor,
-		DriverVersionFull, DriverVersionMajor, DriverVersionMinor, DriverVersionRev,
-		RuntimeVersionFull, RuntimeVersionMajor, RuntimeVersionMinor,
-		LegacyDriverMajor, LegacyDriverMinor, LegacyDriverRev, LegacyRuntimeMajor, LegacyRuntimeMinor,
-		MIGCapable, MIGStrategy, Replicas, SharingStrategy:
-		return true
-	}
-	if strings.HasPrefix(key, "nvidia.com/mig-") {
-		return true
-	}
-	for _, s := range shapeSuffixes {
-		if key == "nvidia.com/gpu"+s {
-			return true
-		}
-	}
-	return false
-}
+func owned(key string) bool { return config.IsFeatureLabel(key) }
 
 // WithRemovals returns computed plus "" (remove) for every owned label the node carries
 // that computed no longer has.
