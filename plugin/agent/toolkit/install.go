@@ -180,34 +180,93 @@ func (in *Installer) desired(ctx context.Context, r rendered, v Version, bin, co
 	return encode(header(r, v, &base), merged)
 }
 
-// ensureImport makes the main config import the drop-in directory, keeping a backup.
-func (in *Installer) ensureImport(configPath, dropIn string, v Version) (bool, error) {
-	full := hostfs.Join(in.HostRoot, configPath)
-	src, err := readOptional(full)
+// importEdit is the main config's edit: the bytes before and after adding the import of the
+// drop-in directory, and the backup's host path (beside the config's own name, so a config
+// that is a link is backed up where a person looks for it).
+type importEdit struct {
+	src, out []byte
+	backup   string
+}
+
+// planImport computes the main config edit; nil when the config already imports the drop-in.
+func (in *Installer) planImport(configPath, dropIn string, v Version) (*importEdit, error) {
+	src, err := readOptional(in.HostRoot, configPath)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if src != nil {
 		t, err := parseTOML(configPath, src)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if importsCovers(t, configPath, dropIn) {
-			return false, nil
+			return nil, nil
 		}
 	}
 	out, err := withImport(src, configPath, filepath.Join(filepath.Dir(dropIn), "*.toml"), v.ConfigVersion())
 	if err != nil {
-		return false, err
+		return nil, err
 	}
+	e := &importEdit{src: src, out: out}
 	if src != nil {
-		backup := full + ".gpupolicy-backup-" + time.Now().UTC().Format("20060102T150405Z")
-		if _, err := in.Writer.WriteFile(backup, src, 0o600); err != nil {
-			return false, fmt.Errorf("back up %s: %w", configPath, err)
-		}
-		in.log().Info("backed up containerd config before adding the import", "backup", backup)
+		e.backup = configPath + ".gpupolicy-backup-" + time.Now().UTC().Format("20060102T150405Z")
 	}
-	return in.Writer.WriteFile(full, out, 0o644)
+	return e, nil
+}
+
+// backUp writes the backup of the main config the edit changes.
+func (in *Installer) backUp(configPath string, e *importEdit) error {
+	if e == nil || e.backup == "" {
+		return nil
+	}
+	if _, err := in.Writer.WriteFile(in.HostRoot, e.backup, e.src, 0o600); err != nil {
+		return fmt.Errorf("back up %s: %w", configPath, err)
+	}
+	in.log().Info("backed up containerd config before adding the import", "backup", e.backup)
+	return nil
+}
+
+// writable refuses, before anything on the node changes, when a file Install may write cannot
+// be written: a read-only mount, or a link into one (Flatcar's /etc/containerd/config.toml).
+func (in *Installer) writable(configPath, dropIn string, e *importEdit) error {
+	files := []string{dropIn, config.ToolkitStatusFile}
+	if e != nil {
+		files = append(files, configPath)
+		if e.backup != "" {
+			files = append(files, e.backup)
+		}
+	}
+	if in.CDISpec != "" {
+		files = append(files, in.CDISpec)
+	}
+	for _, f := range files {
+		if err := hostfs.Writable(in.HostRoot, f); err != nil {
+			return fmt.Errorf("%w; nothing on the node was changed", err)
+		}
+	}
+	return nil
+}
+
+// tempDirs are the host directories a killed Install may have left temporary files in: those
+// of the files it writes and, for a file reached through a link, those of the link's target.
+func (in *Installer) tempDirs(configPath, dropIn string) ([]string, error) {
+	files := []string{dropIn, configPath, config.ToolkitStatusFile, scratchConfig}
+	if in.CDISpec != "" {
+		files = append(files, in.CDISpec)
+	}
+	var dirs []string
+	for _, f := range files {
+		p, err := hostfs.Resolve(in.HostRoot, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range []string{filepath.Dir(p.Host), filepath.Dir(p.Real)} {
+			if !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	return dirs, nil
 }
 
 // Install converges the node once: drop-in, import, restart if needed, the CDI spec (when
@@ -224,12 +283,12 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	}
 	configPath, dropIn := in.paths()
 	res := Result{DropInPath: dropIn}
-	dirs := []string{filepath.Dir(dropIn), filepath.Dir(configPath), filepath.Dir(scratchConfig)}
-	if in.CDISpec != "" {
-		dirs = append(dirs, filepath.Dir(in.CDISpec))
+	dirs, err := in.tempDirs(configPath, dropIn)
+	if err != nil {
+		return res, err
 	}
 	for _, dir := range dirs {
-		if err := hostfs.CleanTemps(hostfs.Join(in.HostRoot, dir)); err != nil {
+		if err := hostfs.CleanTemps(in.HostRoot, dir); err != nil {
 			return res, err
 		}
 	}
@@ -249,20 +308,33 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 			return res, err
 		}
 	}
-	// The drop-in first, the import second: a crash in between leaves a file nobody imports.
-	wroteDropIn, err := in.Writer.WriteFile(hostfs.Join(in.HostRoot, dropIn), want, 0o644)
+	edit, err := in.planImport(configPath, dropIn, v)
 	if err != nil {
 		return res, err
 	}
-	wroteImport, err := in.ensureImport(configPath, dropIn, v)
+	if err := in.writable(configPath, dropIn, edit); err != nil {
+		return res, err
+	}
+	// The backup before any change; the drop-in before the import: a crash in between leaves
+	// a file nobody imports.
+	if err := in.backUp(configPath, edit); err != nil {
+		return res, err
+	}
+	wroteDropIn, err := in.Writer.WriteFile(in.HostRoot, dropIn, want, 0o644)
 	if err != nil {
 		return res, err
+	}
+	wroteImport := false
+	if edit != nil {
+		if wroteImport, err = in.Writer.WriteFile(in.HostRoot, configPath, edit.out, 0o644); err != nil {
+			return res, err
+		}
 	}
 	res.Changed = wroteDropIn || wroteImport
 	if res.Changed {
 		log.Info("containerd drop-in installed", "path", dropIn, "renderedSHA256", r.sha256, "importAdded", wroteImport)
 	}
-	fi, err := os.Stat(hostfs.Join(in.HostRoot, dropIn))
+	fi, err := hostfs.Stat(in.HostRoot, dropIn)
 	if err != nil {
 		return res, err
 	}
@@ -298,7 +370,7 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	}
 	if !res.Verified {
 		// A stale status could keep the gate open for a handler containerd does not have.
-		if _, err := in.Writer.Remove(hostfs.Join(in.HostRoot, config.ToolkitStatusFile)); err != nil {
+		if _, err := in.Writer.Remove(in.HostRoot, config.ToolkitStatusFile); err != nil {
 			return res, err
 		}
 	}
@@ -358,16 +430,16 @@ func (in *Installer) verify(ctx context.Context, res Result, r rendered, v Versi
 // per mode if the drop-in was removed.
 func (in *Installer) Uninstall(ctx context.Context) (bool, error) {
 	_, dropIn := in.paths()
-	removed, err := in.Writer.Remove(hostfs.Join(in.HostRoot, dropIn))
+	removed, err := in.Writer.Remove(in.HostRoot, dropIn)
 	if err != nil {
 		return false, err
 	}
-	if _, err := in.Writer.Remove(hostfs.Join(in.HostRoot, config.ToolkitStatusFile)); err != nil {
+	if _, err := in.Writer.Remove(in.HostRoot, config.ToolkitStatusFile); err != nil {
 		return removed, err
 	}
 	// The CDI spec after the status file: the gate is closed before devices stop resolving.
 	if in.CDISpec != "" {
-		if gone, err := in.Writer.Remove(hostfs.Join(in.HostRoot, in.CDISpec)); err != nil {
+		if gone, err := in.Writer.Remove(in.HostRoot, in.CDISpec); err != nil {
 			return removed, err
 		} else if gone {
 			in.log().Info("CDI spec removed", "path", in.CDISpec)
