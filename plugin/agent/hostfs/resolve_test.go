@@ -164,7 +164,7 @@ func TestWritableReadOnlyTarget(t *testing.T) {
 	if err := unix.Mount(usr, usr, "", unix.MS_BIND, ""); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = unix.Unmount(usr, 0) }()
+	t.Cleanup(func() { _ = unix.Unmount(usr, unix.MNT_DETACH) })
 	if err := unix.Mount("", usr, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
 		t.Fatal(err)
 	}

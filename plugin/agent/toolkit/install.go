@@ -228,8 +228,11 @@ func (in *Installer) backUp(configPath string, e *importEdit) error {
 
 // writable refuses, before anything on the node changes, when a file Install may write cannot
 // be written: a read-only mount, or a link into one (Flatcar's /etc/containerd/config.toml).
-func (in *Installer) writable(configPath, dropIn string, e *importEdit) error {
+func (in *Installer) writable(configPath, dropIn, bin string, e *importEdit) error {
 	files := []string{dropIn, config.ToolkitStatusFile}
+	if bin != "" {
+		files = append(files, scratchConfig, scratchDropIn)
+	}
 	if e != nil {
 		files = append(files, configPath)
 		if e.backup != "" {
@@ -299,6 +302,13 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	if _, has := main["version"]; len(main) > 0 && (!has || configVersion(main) < 2) {
 		return res, fmt.Errorf("%s is a version 1 containerd config (no `version = 2`): gpupolicy does not edit version 1 configs; rewrite it as version 2 (`containerd config dump` prints the migrated form), review it, and retry", configPath)
 	}
+	edit, err := in.planImport(configPath, dropIn, v)
+	if err != nil {
+		return res, err
+	}
+	if err := in.writable(configPath, dropIn, bin, edit); err != nil {
+		return res, err
+	}
 	want, err := in.desired(ctx, r, v, bin, configPath, dropIn)
 	if err != nil {
 		return res, err
@@ -307,13 +317,6 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 		if err := preflight(ctx, in.host(), bin, configPath, dropIn, want); err != nil {
 			return res, err
 		}
-	}
-	edit, err := in.planImport(configPath, dropIn, v)
-	if err != nil {
-		return res, err
-	}
-	if err := in.writable(configPath, dropIn, edit); err != nil {
-		return res, err
 	}
 	// The backup before any change; the drop-in before the import: a crash in between leaves
 	// a file nobody imports.
