@@ -216,17 +216,18 @@ func preflight(ctx context.Context, h Host, bin, configHostPath, dropIn string, 
 	return nil
 }
 
-// deepMerge merges src into dst (src wins; tables merge key by key) and returns dst.
+// deepMerge merges src into dst (src wins; tables merge key by key) and returns dst. Tables
+// of src are copied, never shared, so merging into the result never changes src (the node's
+// base is merged into a fresh table, then the rendered drop-in into that).
 func deepMerge(dst, src table) table {
 	if dst == nil {
 		dst = table{}
 	}
 	for k, v := range src {
 		if st, ok := v.(table); ok {
-			if dt, ok := dst[k].(table); ok {
-				dst[k] = deepMerge(dt, st)
-				continue
-			}
+			dt, _ := dst[k].(table)
+			dst[k] = deepMerge(dt, st)
+			continue
 		}
 		dst[k] = v
 	}
