@@ -179,6 +179,30 @@ func TestCDISpecInstalled(t *testing.T) {
 	}
 }
 
+// The CDI spec directory behind an absolute link (/var/run -> /run): the spec, and the
+// candidate nvidia-ctk writes, land where the link leads inside the host root; the link stays.
+func TestCDISpecThroughLink(t *testing.T) {
+	in, root := cdiHost(t, "/usr/bin/nvidia-ctk")
+	writeHost(t, root, "/fake-ctk-spec.yaml", specFor(config.CDIKind, gpu0), 0o644)
+	for _, d := range []string{"/run/cdi", "/var"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/run", filepath.Join(root, "/var/run")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := in.Install(context.Background()); err != nil || !res.Verified || !res.CDISpecChanged {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "/run/cdi/nvidia.yaml")); err != nil {
+		t.Fatalf("spec not where the link leads: %v", err)
+	}
+	if target, err := os.Readlink(filepath.Join(root, "/var/run")); err != nil || target != "/run" {
+		t.Fatalf("link replaced: %q %v", target, err)
+	}
+}
+
 // A failing or wrong nvidia-ctk closes the gate (no status file), says why, and leaves the
 // last good spec in place.
 func TestCDISpecFailures(t *testing.T) {
