@@ -148,7 +148,7 @@ func writable(p Path) error {
 	fix := "replace the symbolic link on the way with a directory of its own"
 	if parent, perr := Resolve(p.Root, filepath.Dir(p.Host)); perr == nil && !parent.Linked() {
 		// The file itself is the link.
-		fix = fmt.Sprintf("replace the link with a copy of its target (cp --remove-destination %s %s; on Flatcar this is how containerd's config is customised) so the node keeps its settings and gpupolicy can edit the copy", p.Real, p.Host)
+		fix = fmt.Sprintf("replace the link with a copy of its target (cp --remove-destination %s %s: the node keeps its settings, and the copy no longer follows OS updates of the target)", p.Real, p.Host)
 	}
 	return fmt.Errorf("host path %s is a symbolic link to %s, and directory %s cannot be written (%v): gpupolicy writes through links to the file they name and keeps the link, so that file must be writable; %s, and retry", p.Host, p.Real, dir, err, fix)
 }

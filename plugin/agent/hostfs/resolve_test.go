@@ -169,7 +169,7 @@ func TestWritableReadOnlyTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := Writable(root, "/etc/containerd/config.toml")
-	want := "host path /etc/containerd/config.toml is a symbolic link to /usr/share/containerd/config.toml, and directory /usr/share/containerd cannot be written (read-only file system): gpupolicy writes through links to the file they name and keeps the link, so that file must be writable; replace the link with a copy of its target (cp --remove-destination /usr/share/containerd/config.toml /etc/containerd/config.toml;"
+	want := "host path /etc/containerd/config.toml is a symbolic link to /usr/share/containerd/config.toml, and directory /usr/share/containerd cannot be written (read-only file system): gpupolicy writes through links to the file they name and keeps the link, so that file must be writable; replace the link with a copy of its target (cp --remove-destination /usr/share/containerd/config.toml /etc/containerd/config.toml: the node keeps its settings, and the copy no longer follows OS updates of the target), and retry"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("got %v\nwant %s", err, want)
 	}
