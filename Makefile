@@ -74,8 +74,10 @@ update-rendered: build tools ## rewrite committed rendered output, schema and go
 generate: ## regenerate the GPUPolicy JSON schema, CRD and field reference
 	$(GO) generate ./fn/api/v1alpha1/schema
 
-fuzz: ## fuzz decode+validate+render (FUZZTIME, default 5m)
+fuzz: ## fuzz decode+validate+render, the agent's host path resolution and containerd merge (FUZZTIME each, default 5m)
 	$(GO) test ./fn/pipeline -run '^$$' -fuzz FuzzPipeline -fuzztime $${FUZZTIME:-5m} -fuzzminimizetime 5s -parallel 1
+	$(GO) test ./plugin/agent/hostfs -run '^$$' -fuzz FuzzResolve -fuzztime $${FUZZTIME:-5m} -fuzzminimizetime 5s -parallel 1
+	$(GO) test ./plugin/agent/toolkit -run '^$$' -fuzz FuzzMerge -fuzztime $${FUZZTIME:-5m} -fuzzminimizetime 5s -parallel 1
 
 e2e: build tools ## end-to-end suite on a real control plane (cold build of k8s ~15 min, cached)
 	e2e/run.sh

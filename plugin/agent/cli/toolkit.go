@@ -16,9 +16,9 @@ func restartFlags(fs *flag.FlagSet, in *toolkit.Installer) {
 	fs.StringVar(&in.RestartMode, "restart-mode", toolkit.RestartSystemd, "how to restart containerd after a change: systemd (systemctl restart --systemd-unit in the host root) | signal (SIGTERM to containerd; its supervisor restarts it; needs hostPID) | none (a person restarts it; the gate stays closed until then)")
 	fs.StringVar(&in.SystemdUnit, "systemd-unit", toolkit.DefaultUnit, "containerd's systemd unit (restart-mode systemd)")
 	fs.StringVar(&in.ProcDir, "proc", "/proc", "the host's /proc (the DaemonSet runs with hostPID): finds containerd and its start time")
-	fs.StringVar(&in.ConfigPath, "config-path", toolkit.DefaultConfigPath, "containerd's main config, a host path read under --host-root (spec.containerRuntime.configPath)")
+	fs.StringVar(&in.ConfigPath, "config-path", toolkit.DefaultConfigPath, "containerd's main config, a host path read under --host-root (spec.containerRuntime.configPath); a symbolic link (Flatcar: -> /usr/share/containerd/config.toml) is merged from and written into the file it names and stays a link; a target that cannot be written (Flatcar's read-only /usr) is refused before anything changes: replace the link with a copy (cp --remove-destination TARGET LINK)")
 	fs.StringVar(&in.DropInDir, "drop-in-dir", toolkit.DefaultDropInDir, "directory the drop-in is installed in, a host path under --host-root (spec.containerRuntime.dropInDir); the file is named "+config.DropInFile)
-	fs.StringVar(&in.HostRoot, "host-root", "/host", "where the host's / is mounted")
+	fs.StringVar(&in.HostRoot, "host-root", "/host", "where the host's / is mounted; every host path (--config-path and its imports, --drop-in-dir, --cdi-spec, the status file) is resolved inside it as the host's kernel would after chroot: absolute symbolic links start again at it, .. never leaves it, and a dangling link or a link loop is refused with its name")
 }
 
 func toolkitInstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {

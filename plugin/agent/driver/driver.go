@@ -36,8 +36,7 @@ var ErrNoDriver = errors.New("NVIDIA kernel module not loaded: " + ProcVersionFi
 
 // KernelVersion reads the loaded kernel module's version under hostRoot.
 func KernelVersion(hostRoot string) (string, error) {
-	path := hostfs.Join(hostRoot, ProcVersionFile)
-	b, err := os.ReadFile(path)
+	b, err := hostfs.ReadFile(hostRoot, ProcVersionFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", ErrNoDriver
 	}
@@ -46,7 +45,7 @@ func KernelVersion(hostRoot string) (string, error) {
 	}
 	m := procVersionRE.FindSubmatch(append(b, '\n'))
 	if m == nil {
-		return "", fmt.Errorf("%s: no driver version in %q", path, strings.SplitN(string(b), "\n", 2)[0])
+		return "", fmt.Errorf("%s: no driver version in %q", ProcVersionFile, strings.SplitN(string(b), "\n", 2)[0])
 	}
 	return string(m[1]), nil
 }

@@ -52,6 +52,31 @@ func TestKernelVersion(t *testing.T) {
 	}
 }
 
+// The version file is read inside the host root: a link there (here /proc/driver/nvidia, as a
+// driver container may leave it) leads to the host's file, never to this container's.
+func TestKernelVersionThroughLink(t *testing.T) {
+	root := hostWithDriver(t, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 30 00:00:00 UTC 2025")
+	nvidia := filepath.Join(root, filepath.Dir(ProcVersionFile))
+	if err := os.MkdirAll(filepath.Join(root, "/run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(nvidia, filepath.Join(root, "/run/nvidia-proc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/run/nvidia-proc", nvidia); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := KernelVersion(root); err != nil || got != "580.95.05" {
+		t.Fatalf("through an absolute link: %q %v", got, err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "/run/nvidia-proc")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := KernelVersion(root); err == nil || !strings.Contains(err.Error(), "symbolic link /proc/driver/nvidia -> /run/nvidia-proc points to nothing") {
+		t.Fatalf("dangling link: %v", err)
+	}
+}
+
 func TestCompare(t *testing.T) {
 	pol := func(enforce string) config.AgentDriver {
 		return config.AgentDriver{Version: "580.95.05", Enforce: enforce}

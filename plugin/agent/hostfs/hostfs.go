@@ -1,7 +1,10 @@
-// Package hostfs writes host files the crash-safe way: a temporary file in the same
-// directory, fsync, rename over the target, fsync of the directory. A reader (containerd at
-// start-up) therefore sees either the old or the new bytes, never a torn file, even when the
-// writer is SIGKILLed or the node loses power in between.
+// Package hostfs is how the node agent reads and writes the host's files from a container
+// where the host's / is mounted at a root ("/host"): every host path is resolved inside that
+// root the way the host's kernel would resolve it (Resolve), so a symbolic link on the node
+// leads to the node's file, never out of the root; and every write is crash-safe: a temporary
+// file beside the file written, fsync, rename over it, fsync of the directory. A reader
+// (containerd at start-up) therefore sees either the old or the new bytes, never a torn file,
+// even when the writer is SIGKILLed or the node loses power in between.
 package hostfs
 
 import (
@@ -20,14 +23,6 @@ import (
 // import such as conf.d/*.toml cannot pick up a half-written file.
 const TempMarker = ".gpupolicy-tmp-"
 
-// Join places an absolute host path under root ("/host" in the DaemonSets, "/" on the host).
-func Join(root, hostPath string) string {
-	if root == "" {
-		root = "/"
-	}
-	return filepath.Join(root, filepath.Clean("/"+hostPath))
-}
-
 // Writer performs atomic writes. Step, when set, is called between the individual system
 // calls of a write (tests use it to SIGKILL the process at every point).
 type Writer struct {
@@ -40,14 +35,32 @@ func (w Writer) step(point string) {
 	}
 }
 
-// WriteFile atomically replaces path with data (mode perm) unless it already holds exactly
-// data. It reports whether it wrote.
-func (w Writer) WriteFile(path string, data []byte, perm fs.FileMode) (bool, error) {
-	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, data) {
+// WriteFile atomically replaces the host file hostPath (resolved inside root) with data
+// (mode perm) unless it already holds exactly data; it reports whether it wrote. When the path
+// is a symbolic link, the file the link names is replaced (the temporary file goes beside that
+// file) and the link stays as it was. A directory that cannot be written is refused before
+// anything is created (Writable).
+func (w Writer) WriteFile(root, hostPath string, data []byte, perm fs.FileMode) (bool, error) {
+	p, err := Resolve(root, hostPath)
+	if err != nil {
+		return false, err
+	}
+	if cur, err := os.ReadFile(p.Local()); err == nil && bytes.Equal(cur, data) {
 		return false, nil
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("read %s: %w", path, err)
+		return false, fmt.Errorf("read %s: %w", p, err)
 	}
+	if err := writable(p); err != nil {
+		return false, err
+	}
+	wrote, err := w.writeLocal(p.Local(), data, perm)
+	if err != nil && p.Linked() {
+		err = fmt.Errorf("%s: %w", p, err)
+	}
+	return wrote, err
+}
+
+func (w Writer) writeLocal(path string, data []byte, perm fs.FileMode) (bool, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, fmt.Errorf("create directory %s: %w", dir, err)
@@ -99,16 +112,43 @@ func (w Writer) WriteFile(path string, data []byte, perm fs.FileMode) (bool, err
 	return true, nil
 }
 
-// Remove deletes path (absent is fine) and syncs its directory. It reports whether it removed.
-func (w Writer) Remove(path string) (bool, error) {
+// Remove deletes the host file hostPath (absent is fine) and syncs its directory; it reports
+// whether it removed. Like unlink(2), it follows links in the directories on the way but not a
+// link at hostPath itself: the link goes, the file it names stays.
+func (w Writer) Remove(root, hostPath string) (bool, error) {
+	path, err := entry(root, hostPath)
+	if err != nil {
+		return false, err
+	}
 	if err := os.Remove(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
-		return false, fmt.Errorf("remove %s: %w", path, err)
+		return false, fmt.Errorf("remove %s: %w", hostPath, err)
 	}
 	w.step("remove")
 	return true, SyncDir(filepath.Dir(path))
+}
+
+// entry is the local name of hostPath's directory entry: its directory resolved, its last
+// component not.
+func entry(root, hostPath string) (string, error) {
+	host := strings.TrimRight(hostPath, "/")
+	dirPath, base := "/", host
+	if i := strings.LastIndex(host, "/"); i >= 0 {
+		dirPath, base = host[:i], host[i+1:]
+	}
+	if dirPath == "" {
+		dirPath = "/"
+	}
+	if base == "" || base == "." || base == ".." {
+		return "", &PathError{Root: root, Path: hostPath, Err: errors.New("names a directory, not a file")}
+	}
+	dir, err := Resolve(root, dirPath)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir.Local(), base), nil
 }
 
 // SyncDir fsyncs a directory so a rename or unlink in it survives a power loss.
@@ -124,9 +164,13 @@ func SyncDir(dir string) error {
 	return nil
 }
 
-// CleanTemps removes temporary files a killed writer left in dir.
-func CleanTemps(dir string) error {
-	entries, err := os.ReadDir(dir)
+// CleanTemps removes temporary files a killed writer left in the host directory hostDir.
+func CleanTemps(root, hostDir string) error {
+	p, err := Resolve(root, hostDir)
+	if err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(p.Local())
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -135,7 +179,7 @@ func CleanTemps(dir string) error {
 	}
 	for _, e := range entries {
 		if strings.Contains(e.Name(), TempMarker) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := os.Remove(filepath.Join(p.Local(), e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}

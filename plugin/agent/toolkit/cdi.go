@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -53,7 +52,7 @@ type cdiSpec struct {
 // PATH directories that holds it.
 func (h Host) findCTK(flag string) (string, error) {
 	if flag != "" {
-		if st, err := os.Stat(hostfs.Join(h.Root, flag)); err != nil {
+		if st, err := hostfs.Stat(h.Root, flag); err != nil {
 			return "", fmt.Errorf("--nvidia-ctk %s: %w", flag, err)
 		} else if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 			return "", fmt.Errorf("--nvidia-ctk %s is not an executable file", flag)
@@ -61,7 +60,7 @@ func (h Host) findCTK(flag string) (string, error) {
 		return flag, nil
 	}
 	for _, c := range ctkCandidates {
-		if st, err := os.Stat(hostfs.Join(h.Root, c)); err == nil && st.Mode().IsRegular() {
+		if st, err := hostfs.Stat(h.Root, c); err == nil && st.Mode().IsRegular() {
 			return c, nil
 		}
 	}
@@ -76,7 +75,7 @@ func (h Host) findCTK(flag string) (string, error) {
 // --nvidia-ctk-path (an alias of --nvidia-cdi-hook-path in later versions).
 func (h Host) hookFlag(ctk string) string {
 	hook := filepath.Join(filepath.Dir(ctk), "nvidia-cdi-hook")
-	if st, err := os.Stat(hostfs.Join(h.Root, hook)); err == nil && st.Mode().IsRegular() {
+	if st, err := hostfs.Stat(h.Root, hook); err == nil && st.Mode().IsRegular() {
 		return "--nvidia-cdi-hook-path=" + hook
 	}
 	return "--nvidia-ctk-path=" + ctk
@@ -125,15 +124,14 @@ func (in *Installer) installCDISpec(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("CDI spec %s: %w", in.CDISpec, err)
 	}
-	scratch := hostfs.Join(in.HostRoot, cdiScratch)
-	if err := os.MkdirAll(filepath.Dir(scratch), 0o755); err != nil {
+	if err := hostfs.MkdirAll(in.HostRoot, filepath.Dir(cdiScratch)); err != nil {
 		return false, err
 	}
 	// A candidate a killed run left behind must not pass for this run's output.
-	if _, err := in.Writer.Remove(scratch); err != nil {
+	if _, err := in.Writer.Remove(in.HostRoot, cdiScratch); err != nil {
 		return false, err
 	}
-	defer os.Remove(scratch)
+	defer func() { _, _ = hostfs.Writer{}.Remove(in.HostRoot, cdiScratch) }()
 	args := []string{"cdi", "generate", "--device-name-strategy=uuid", "--output=" + cdiScratch, h.hookFlag(bin)}
 	if in.CDIDriverRoot != "" && in.CDIDriverRoot != "/" {
 		args = append(args, "--driver-root="+in.CDIDriverRoot)
@@ -141,14 +139,14 @@ func (in *Installer) installCDISpec(ctx context.Context) (bool, error) {
 	if _, err := h.Command(ctx, bin, args...); err != nil {
 		return false, fmt.Errorf("CDI spec %s: nvidia-ctk cdi generate failed: %w", in.CDISpec, err)
 	}
-	b, err := os.ReadFile(scratch)
+	b, err := hostfs.ReadFile(in.HostRoot, cdiScratch)
 	if err != nil {
 		return false, fmt.Errorf("CDI spec %s: %s %s wrote no spec: %w", in.CDISpec, bin, strings.Join(args, " "), err)
 	}
 	if err := validateCDISpec(b); err != nil {
 		return false, fmt.Errorf("CDI spec %s: output of %s cdi generate refused: %w", in.CDISpec, bin, err)
 	}
-	wrote, err := in.Writer.WriteFile(hostfs.Join(in.HostRoot, in.CDISpec), b, 0o644)
+	wrote, err := in.Writer.WriteFile(in.HostRoot, in.CDISpec, b, 0o644)
 	if err != nil {
 		return false, fmt.Errorf("CDI spec %s: %w", in.CDISpec, err)
 	}

@@ -89,7 +89,7 @@ func copyInto(t *testing.T, root, src, hostPath string) {
 
 func writeHost(t *testing.T, root, hostPath, body string, mode os.FileMode) {
 	t.Helper()
-	p := hostfs.Join(root, hostPath)
+	p := filepath.Join(root, hostPath)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +113,8 @@ func TestCDISpecInstalled(t *testing.T) {
 	writeHost(t, root, config.ToolkitInstallDir+"/nvidia-cdi-hook", "#!/bin/sh\n", 0o755)
 	first := specFor(config.CDIKind, gpu0, "all")
 	writeHost(t, root, "/fake-ctk-spec.yaml", first, 0o644)
-	spec := hostfs.Join(root, DefaultCDISpec)
-	status := hostfs.Join(root, config.ToolkitStatusFile)
+	spec := filepath.Join(root, DefaultCDISpec)
+	status := filepath.Join(root, config.ToolkitStatusFile)
 
 	// At no step of any host write may the status file (the open gate) exist without the spec.
 	in.Writer.Step = func(point string) {
@@ -127,7 +127,7 @@ func TestCDISpecInstalled(t *testing.T) {
 	if err != nil || !res.Verified || !res.CDISpecChanged {
 		t.Fatalf("install: %+v %v", res, err)
 	}
-	args := strings.Fields(string(must(os.ReadFile(hostfs.Join(root, "/fake-ctk-args")))))
+	args := strings.Fields(string(must(os.ReadFile(filepath.Join(root, "/fake-ctk-args")))))
 	if want := []string{"cdi", "generate", "--device-name-strategy=uuid", "--output=" + cdiScratch,
 		"--nvidia-cdi-hook-path=" + config.ToolkitInstallDir + "/nvidia-cdi-hook", "--driver-root=/run/nvidia/driver"}; !slices.Equal(args, want) {
 		t.Fatalf("nvidia-ctk args %q, want %q", args, want)
@@ -135,7 +135,7 @@ func TestCDISpecInstalled(t *testing.T) {
 	if got := string(must(os.ReadFile(spec))); got != first {
 		t.Fatalf("installed spec:\n%s", got)
 	}
-	if _, err := os.Stat(hostfs.Join(root, cdiScratch)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(root, cdiScratch)); !os.IsNotExist(err) {
 		t.Fatalf("candidate spec left behind: %v", err)
 	}
 
@@ -179,6 +179,30 @@ func TestCDISpecInstalled(t *testing.T) {
 	}
 }
 
+// The CDI spec directory behind an absolute link (/var/run -> /run): the spec, and the
+// candidate nvidia-ctk writes, land where the link leads inside the host root; the link stays.
+func TestCDISpecThroughLink(t *testing.T) {
+	in, root := cdiHost(t, "/usr/bin/nvidia-ctk")
+	writeHost(t, root, "/fake-ctk-spec.yaml", specFor(config.CDIKind, gpu0), 0o644)
+	for _, d := range []string{"/run/cdi", "/var"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/run", filepath.Join(root, "/var/run")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := in.Install(context.Background()); err != nil || !res.Verified || !res.CDISpecChanged {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "/run/cdi/nvidia.yaml")); err != nil {
+		t.Fatalf("spec not where the link leads: %v", err)
+	}
+	if target, err := os.Readlink(filepath.Join(root, "/var/run")); err != nil || target != "/run" {
+		t.Fatalf("link replaced: %q %v", target, err)
+	}
+}
+
 // A failing or wrong nvidia-ctk closes the gate (no status file), says why, and leaves the
 // last good spec in place.
 func TestCDISpecFailures(t *testing.T) {
@@ -190,7 +214,7 @@ func TestCDISpecFailures(t *testing.T) {
 	}
 	// A driver on the host root needs no --driver-root; a toolkit without nvidia-cdi-hook
 	// (before 1.17) has nvidia-ctk itself as the hook.
-	if args := string(must(os.ReadFile(hostfs.Join(root, "/fake-ctk-args")))); strings.Contains(args, "--driver-root") ||
+	if args := string(must(os.ReadFile(filepath.Join(root, "/fake-ctk-args")))); strings.Contains(args, "--driver-root") ||
 		!strings.Contains(args, "--nvidia-ctk-path=/usr/bin/nvidia-ctk\n") {
 		t.Fatalf("nvidia-ctk args %q", args)
 	}
@@ -204,12 +228,12 @@ func TestCDISpecFailures(t *testing.T) {
 		{name: "no GPU", spec: specFor(config.CDIKind, "all"), reason: "no device named by UUID"},
 		{name: "not YAML", spec: "cdiVersion: [\n", reason: "not a CDI spec"},
 		{name: "no nvidia-ctk", spec: good, reason: "nvidia-ctk is not installed on the node", setup: func() {
-			_ = os.Remove(hostfs.Join(root, "/usr/bin/nvidia-ctk"))
+			_ = os.Remove(filepath.Join(root, "/usr/bin/nvidia-ctk"))
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_ = os.Remove(hostfs.Join(root, "/fake-ctk-spec.yaml"))
+			_ = os.Remove(filepath.Join(root, "/fake-ctk-spec.yaml"))
 			if c.spec != "" {
 				writeHost(t, root, "/fake-ctk-spec.yaml", c.spec, 0o644)
 			}
@@ -223,7 +247,7 @@ func TestCDISpecFailures(t *testing.T) {
 			if _, err := ReadStatus(root); err != ErrNoStatus {
 				t.Fatalf("status file kept the gate open: %v", err)
 			}
-			if got := string(must(os.ReadFile(hostfs.Join(root, DefaultCDISpec)))); got != good {
+			if got := string(must(os.ReadFile(filepath.Join(root, DefaultCDISpec)))); got != good {
 				t.Fatalf("last good spec replaced:\n%s", got)
 			}
 		})

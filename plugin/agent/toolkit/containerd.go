@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -70,13 +69,13 @@ func (h Host) findBinary(flag string) (string, error) {
 		return "", nil
 	case "":
 		for _, c := range binaryCandidates {
-			if st, err := os.Stat(hostfs.Join(h.Root, c)); err == nil && st.Mode().IsRegular() {
+			if st, err := hostfs.Stat(h.Root, c); err == nil && st.Mode().IsRegular() {
 				return c, nil
 			}
 		}
 		return "", nil
 	default:
-		if _, err := os.Stat(hostfs.Join(h.Root, flag)); err != nil {
+		if _, err := hostfs.Stat(h.Root, flag); err != nil {
 			return "", fmt.Errorf("--containerd-bin %s: %w", flag, err)
 		}
 		return flag, nil
@@ -124,14 +123,11 @@ func (h Host) binaryVersion(ctx context.Context, bin string) (Version, error) {
 	return Version{}, fmt.Errorf("cannot read a version from %q", bytes.TrimSpace(out))
 }
 
-// readOptional returns a file's bytes, or nil when it does not exist.
-func readOptional(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+// readOptional returns a host file's bytes, or nil when it does not exist.
+func readOptional(root, hostPath string) ([]byte, error) {
+	b, err := hostfs.ReadFile(root, hostPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return b, nil
+	return b, err
 }

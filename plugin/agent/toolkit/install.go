@@ -180,36 +180,6 @@ func (in *Installer) desired(ctx context.Context, r rendered, v Version, bin, co
 	return encode(header(r, v, &base), merged)
 }
 
-// ensureImport makes the main config import the drop-in directory, keeping a backup.
-func (in *Installer) ensureImport(configPath, dropIn string, v Version) (bool, error) {
-	full := hostfs.Join(in.HostRoot, configPath)
-	src, err := readOptional(full)
-	if err != nil {
-		return false, err
-	}
-	if src != nil {
-		t, err := parseTOML(configPath, src)
-		if err != nil {
-			return false, err
-		}
-		if importsCovers(t, configPath, dropIn) {
-			return false, nil
-		}
-	}
-	out, err := withImport(src, configPath, filepath.Join(filepath.Dir(dropIn), "*.toml"), v.ConfigVersion())
-	if err != nil {
-		return false, err
-	}
-	if src != nil {
-		backup := full + ".gpupolicy-backup-" + time.Now().UTC().Format("20060102T150405Z")
-		if _, err := in.Writer.WriteFile(backup, src, 0o600); err != nil {
-			return false, fmt.Errorf("back up %s: %w", configPath, err)
-		}
-		in.log().Info("backed up containerd config before adding the import", "backup", backup)
-	}
-	return in.Writer.WriteFile(full, out, 0o644)
-}
-
 // Install converges the node once: drop-in, import, restart if needed, the CDI spec (when
 // CDISpec is set), verify, status.
 func (in *Installer) Install(ctx context.Context) (Result, error) {
@@ -224,12 +194,12 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	}
 	configPath, dropIn := in.paths()
 	res := Result{DropInPath: dropIn}
-	dirs := []string{filepath.Dir(dropIn), filepath.Dir(configPath), filepath.Dir(scratchConfig)}
-	if in.CDISpec != "" {
-		dirs = append(dirs, filepath.Dir(in.CDISpec))
+	dirs, err := in.tempDirs(configPath, dropIn)
+	if err != nil {
+		return res, err
 	}
 	for _, dir := range dirs {
-		if err := hostfs.CleanTemps(hostfs.Join(in.HostRoot, dir)); err != nil {
+		if err := hostfs.CleanTemps(in.HostRoot, dir); err != nil {
 			return res, err
 		}
 	}
@@ -240,6 +210,13 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	if _, has := main["version"]; len(main) > 0 && (!has || configVersion(main) < 2) {
 		return res, fmt.Errorf("%s is a version 1 containerd config (no `version = 2`): gpupolicy does not edit version 1 configs; rewrite it as version 2 (`containerd config dump` prints the migrated form), review it, and retry", configPath)
 	}
+	edit, err := in.planImport(configPath, dropIn, v)
+	if err != nil {
+		return res, err
+	}
+	if err := in.writable(configPath, dropIn, bin, edit); err != nil {
+		return res, err
+	}
 	want, err := in.desired(ctx, r, v, bin, configPath, dropIn)
 	if err != nil {
 		return res, err
@@ -249,20 +226,26 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 			return res, err
 		}
 	}
-	// The drop-in first, the import second: a crash in between leaves a file nobody imports.
-	wroteDropIn, err := in.Writer.WriteFile(hostfs.Join(in.HostRoot, dropIn), want, 0o644)
+	// The backup before any change; the drop-in before the import: a crash in between leaves
+	// a file nobody imports.
+	if err := in.backUp(configPath, edit); err != nil {
+		return res, err
+	}
+	wroteDropIn, err := in.Writer.WriteFile(in.HostRoot, dropIn, want, 0o644)
 	if err != nil {
 		return res, err
 	}
-	wroteImport, err := in.ensureImport(configPath, dropIn, v)
-	if err != nil {
-		return res, err
+	wroteImport := false
+	if edit != nil {
+		if wroteImport, err = in.Writer.WriteFile(in.HostRoot, configPath, edit.out, 0o644); err != nil {
+			return res, err
+		}
 	}
 	res.Changed = wroteDropIn || wroteImport
 	if res.Changed {
 		log.Info("containerd drop-in installed", "path", dropIn, "renderedSHA256", r.sha256, "importAdded", wroteImport)
 	}
-	fi, err := os.Stat(hostfs.Join(in.HostRoot, dropIn))
+	fi, err := hostfs.Stat(in.HostRoot, dropIn)
 	if err != nil {
 		return res, err
 	}
@@ -298,7 +281,7 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	}
 	if !res.Verified {
 		// A stale status could keep the gate open for a handler containerd does not have.
-		if _, err := in.Writer.Remove(hostfs.Join(in.HostRoot, config.ToolkitStatusFile)); err != nil {
+		if _, err := in.Writer.Remove(in.HostRoot, config.ToolkitStatusFile); err != nil {
 			return res, err
 		}
 	}
@@ -358,16 +341,16 @@ func (in *Installer) verify(ctx context.Context, res Result, r rendered, v Versi
 // per mode if the drop-in was removed.
 func (in *Installer) Uninstall(ctx context.Context) (bool, error) {
 	_, dropIn := in.paths()
-	removed, err := in.Writer.Remove(hostfs.Join(in.HostRoot, dropIn))
+	removed, err := in.Writer.Remove(in.HostRoot, dropIn)
 	if err != nil {
 		return false, err
 	}
-	if _, err := in.Writer.Remove(hostfs.Join(in.HostRoot, config.ToolkitStatusFile)); err != nil {
+	if _, err := in.Writer.Remove(in.HostRoot, config.ToolkitStatusFile); err != nil {
 		return removed, err
 	}
 	// The CDI spec after the status file: the gate is closed before devices stop resolving.
 	if in.CDISpec != "" {
-		if gone, err := in.Writer.Remove(hostfs.Join(in.HostRoot, in.CDISpec)); err != nil {
+		if gone, err := in.Writer.Remove(in.HostRoot, in.CDISpec); err != nil {
 			return removed, err
 		} else if gone {
 			in.log().Info("CDI spec removed", "path", in.CDISpec)

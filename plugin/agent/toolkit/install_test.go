@@ -7,8 +7,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 )
 
 const criV2 = "io.containerd.grpc.v1.cri"
@@ -89,7 +87,7 @@ func TestInstallRealContainerdV2(t *testing.T) {
 	}
 
 	// Idempotent: same bytes, same mtime, nothing restarted.
-	path := hostfs.Join("/", res.DropInPath)
+	path := filepath.Join("/", res.DropInPath)
 	before := must(os.Stat(path)).ModTime()
 	time.Sleep(20 * time.Millisecond)
 	res2, err := in.Install(ctx)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 
@@ -62,23 +61,31 @@ func importPatterns(t table, configHostPath string) []string {
 func expandImports(root string, patterns []string, exclude, self string) ([]string, error) {
 	var out []string
 	for _, p := range patterns {
-		matches, err := filepath.Glob(hostfs.Join(root, p))
+		matches, err := hostfs.Glob(root, p)
 		if err != nil {
 			return nil, fmt.Errorf("import pattern %q: %w", p, err)
 		}
-		sort.Strings(matches)
 		for _, m := range matches {
-			hp, err := filepath.Rel(hostfs.Join(root, "/"), m)
-			if err != nil {
-				return nil, err
-			}
-			hp = "/" + hp
-			if hp != exclude && hp != self {
-				out = append(out, hp)
+			if !sameFile(root, m, exclude) && !sameFile(root, m, self) {
+				out = append(out, m)
 			}
 		}
 	}
 	return out, nil
+}
+
+// sameFile reports whether two host paths name the same file once their links are followed
+// (an import pattern may reach our drop-in or the main config through a linked directory).
+func sameFile(root, a, b string) bool {
+	if a == b {
+		return true
+	}
+	if b == "" {
+		return false
+	}
+	pa, errA := hostfs.Resolve(root, a)
+	pb, errB := hostfs.Resolve(root, b)
+	return errA == nil && errB == nil && pa.Real == pb.Real
 }
 
 // nodeBase is the node's own configuration without our drop-in: the plugin tables the
@@ -91,7 +98,7 @@ type nodeBase struct {
 // baseFromFiles emulates containerd < 2.1 import semantics on the files: the main config's
 // plugin tables, each replaced as a whole by a later import that names the same plugin.
 func baseFromFiles(root, configHostPath, exclude string) (nodeBase, error) {
-	b, err := readOptional(hostfs.Join(root, configHostPath))
+	b, err := readOptional(root, configHostPath)
 	if err != nil || b == nil {
 		return nodeBase{Plugins: table{}, Source: "config files (no main config)"}, err
 	}
@@ -111,9 +118,9 @@ func baseFromFiles(root, configHostPath, exclude string) (nodeBase, error) {
 		return nodeBase{}, err
 	}
 	for _, f := range files {
-		ib, err := os.ReadFile(hostfs.Join(root, f))
+		ib, err := hostfs.ReadFile(root, f)
 		if err != nil {
-			return nodeBase{}, fmt.Errorf("read import %s: %w", f, err)
+			return nodeBase{}, fmt.Errorf("containerd import of %s: %w", configHostPath, err)
 		}
 		it, err := parseTOML(f, ib)
 		if err != nil {
@@ -135,7 +142,7 @@ const (
 
 // loadMain reads the node's main config; a missing file is an empty table.
 func loadMain(root, configHostPath string) (table, error) {
-	b, err := readOptional(hostfs.Join(root, configHostPath))
+	b, err := readOptional(root, configHostPath)
 	if err != nil || b == nil {
 		return table{}, err
 	}
@@ -158,11 +165,10 @@ func scratchDump(ctx context.Context, h Host, bin string, main table, imports []
 	if err != nil {
 		return nil, err
 	}
-	path := hostfs.Join(h.Root, scratchConfig)
-	if _, err := (hostfs.Writer{}).WriteFile(path, b, 0o600); err != nil {
+	if _, err := (hostfs.Writer{}).WriteFile(h.Root, scratchConfig, b, 0o600); err != nil {
 		return nil, err
 	}
-	defer os.Remove(path)
+	defer func() { _, _ = hostfs.Writer{}.Remove(h.Root, scratchConfig) }()
 	out, err := h.dump(ctx, bin, scratchConfig)
 	if err != nil {
 		return nil, err
@@ -200,28 +206,28 @@ func preflight(ctx context.Context, h Host, bin, configHostPath, dropIn string, 
 	if err != nil {
 		return err
 	}
-	path := hostfs.Join(h.Root, scratchDropIn)
-	if _, err := (hostfs.Writer{}).WriteFile(path, candidate, 0o600); err != nil {
+	if _, err := (hostfs.Writer{}).WriteFile(h.Root, scratchDropIn, candidate, 0o600); err != nil {
 		return err
 	}
-	defer os.Remove(path)
+	defer func() { _, _ = hostfs.Writer{}.Remove(h.Root, scratchDropIn) }()
 	if _, err := scratchDump(ctx, h, bin, main, append(files, scratchDropIn)); err != nil {
 		return fmt.Errorf("containerd would not load the node's config with the new drop-in, so nothing was changed: %w", err)
 	}
 	return nil
 }
 
-// deepMerge merges src into dst (src wins; tables merge key by key) and returns dst.
+// deepMerge merges src into dst (src wins; tables merge key by key) and returns dst. Tables
+// of src are copied, never shared, so merging into the result never changes src (the node's
+// base is merged into a fresh table, then the rendered drop-in into that).
 func deepMerge(dst, src table) table {
 	if dst == nil {
 		dst = table{}
 	}
 	for k, v := range src {
 		if st, ok := v.(table); ok {
-			if dt, ok := dst[k].(table); ok {
-				dst[k] = deepMerge(dt, st)
-				continue
-			}
+			dt, _ := dst[k].(table)
+			dst[k] = deepMerge(dt, st)
+			continue
 		}
 		dst[k] = v
 	}

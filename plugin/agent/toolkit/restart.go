@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 )
 
 // Restart modes (spec.containerRuntime.restartMode).
@@ -109,7 +111,7 @@ func (in *Installer) restart(ctx context.Context) error {
 
 func (in *Installer) systemctl() string {
 	for _, c := range []string{"/usr/bin/systemctl", "/bin/systemctl"} {
-		if _, err := os.Stat(filepath.Join(in.HostRoot, c)); err == nil {
+		if _, err := hostfs.Stat(in.HostRoot, c); err == nil {
 			return c
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
@@ -41,7 +40,7 @@ func WriteStatus(hostRoot string, st Status) error {
 	if err != nil {
 		return err
 	}
-	_, err = hostfs.Writer{}.WriteFile(hostfs.Join(hostRoot, config.ToolkitStatusFile), append(b, '\n'), 0o644)
+	_, err = hostfs.Writer{}.WriteFile(hostRoot, config.ToolkitStatusFile, append(b, '\n'), 0o644)
 	return err
 }
 
@@ -50,8 +49,7 @@ var ErrNoStatus = errors.New("no toolkit status file: `gpu-node-agent toolkit in
 
 // ReadStatus reads hostRoot + config.ToolkitStatusFile.
 func ReadStatus(hostRoot string) (Status, error) {
-	path := hostfs.Join(hostRoot, config.ToolkitStatusFile)
-	b, err := os.ReadFile(path)
+	b, err := hostfs.ReadFile(hostRoot, config.ToolkitStatusFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Status{}, ErrNoStatus
 	}
@@ -60,7 +58,7 @@ func ReadStatus(hostRoot string) (Status, error) {
 	}
 	var st Status
 	if err := json.Unmarshal(b, &st); err != nil {
-		return Status{}, fmt.Errorf("%s is not valid JSON: %w (remove it; the toolkit stage rewrites it)", path, err)
+		return Status{}, fmt.Errorf("%s is not valid JSON: %w (remove it; the toolkit stage rewrites it)", config.ToolkitStatusFile, err)
 	}
 	return st, nil
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	srvconfig "github.com/containerd/containerd/v2/cmd/containerd/server/config"
-
-	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 )
 
 // loadV3 loads hostRoot's main config with containerd 2's own loader (imports resolved on
@@ -17,14 +15,14 @@ func loadV3(t *testing.T, root string) *srvconfig.Config {
 	t.Helper()
 	// The main config imports /etc/containerd/conf.d/*.toml (a host path); resolve it inside
 	// the test root by loading a copy whose imports are the rooted paths.
-	mainPath := hostfs.Join(root, DefaultConfigPath)
+	mainPath := filepath.Join(root, DefaultConfigPath)
 	main, err := parseTOML("main", must(os.ReadFile(mainPath)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rooted []any
 	for _, p := range importPatterns(main, DefaultConfigPath) {
-		rooted = append(rooted, hostfs.Join(root, p))
+		rooted = append(rooted, filepath.Join(root, p))
 	}
 	main["imports"] = rooted
 	b, err := encode("", main)
@@ -46,14 +44,14 @@ func TestInstallConfigV3(t *testing.T) {
 	for _, version := range []string{"2.0", "2.1"} {
 		t.Run(version, func(t *testing.T) {
 			root := t.TempDir()
-			copyFile(t, testdata(t, "node-v3.toml"), hostfs.Join(root, DefaultConfigPath))
+			copyFile(t, testdata(t, "node-v3.toml"), filepath.Join(root, DefaultConfigPath))
 			in := &Installer{HostRoot: root, DropInSource: testdata(t, "dropin-v3.toml"), ContainerdVersion: version,
 				RestartMode: RestartNone, ContainerdBinary: NoBinary, ProcDir: emptyProc()}
 			res, err := in.Install(context.Background())
 			if err != nil || !res.Verified {
 				t.Fatalf("install: %+v %v", res, err)
 			}
-			installed := string(must(os.ReadFile(hostfs.Join(root, res.DropInPath))))
+			installed := string(must(os.ReadFile(filepath.Join(root, res.DropInPath))))
 			if merged := contains(installed, "kata"); merged != (version == "2.0") {
 				t.Fatalf("containerd %s: merged=%v, want merge only below 2.1:\n%s", version, merged, installed)
 			}
