@@ -51,7 +51,15 @@ Usage: gpu-node-agent <subcommand> [flags]
 // Usage writes the full manual: every subcommand with every flag.
 func Usage(w io.Writer) {
 	fmt.Fprint(w, usageHead)
+	commandsUsage(w, "")
+}
+
+// commandsUsage writes the manual of every command whose first word is group ("": all).
+func commandsUsage(w io.Writer, group string) {
 	for _, c := range commands() {
+		if group != "" && groupOf(c.name) != group {
+			continue
+		}
 		fmt.Fprintf(w, "\ngpu-node-agent %s\n    %s\n", c.name, c.summary)
 		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 		c.flags(fs)
@@ -60,10 +68,34 @@ func Usage(w io.Writer) {
 	}
 }
 
+// groupOf is a command's group, its first word when it has two ("toolkit install"), else "".
+func groupOf(name string) string {
+	g, _, ok := strings.Cut(name, " ")
+	if !ok {
+		return ""
+	}
+	return g
+}
+
+// groupSubcommands lists a group's subcommands ("install | uninstall"); "" when name is no group.
+func groupSubcommands(group string) string {
+	var subs []string
+	for _, c := range commands() {
+		if groupOf(c.name) == group {
+			subs = append(subs, strings.TrimPrefix(c.name, group+" "))
+		}
+	}
+	return strings.Join(subs, " | ")
+}
+
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
+}
+
 // Main executes one gpu-node-agent command line (without the program name) and returns the
 // exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		Usage(stdout)
 		if len(args) == 0 {
 			return 2
@@ -71,12 +103,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	name, rest := args[0], args[1:]
-	if name == "toolkit" {
+	if subs := groupSubcommands(name); subs != "" {
+		// A group ("toolkit") takes its subcommand next; --help there is the group's manual.
+		if len(rest) > 0 && isHelp(rest[0]) {
+			fmt.Fprintf(stdout, "Usage: gpu-node-agent %s %s [flags]\n", name, subs)
+			commandsUsage(stdout, name)
+			return 0
+		}
 		if len(rest) == 0 {
-			fmt.Fprintln(stderr, "gpu-node-agent toolkit: want a subcommand: install | uninstall")
+			fmt.Fprintf(stderr, "gpu-node-agent %s: want a subcommand: %s (gpu-node-agent %s --help)\n", name, subs, name)
 			return 2
 		}
-		name, rest = "toolkit "+rest[0], rest[1:]
+		name, rest = name+" "+rest[0], rest[1:]
 	}
 	for _, c := range commands() {
 		if c.name != name {

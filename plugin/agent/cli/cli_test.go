@@ -40,6 +40,18 @@ func TestHelpDocumentsEverything(t *testing.T) {
 			}
 		})
 	}
+	// A group's --help is the group's manual, not an unknown subcommand.
+	for _, help := range []string{"--help", "-h", "help"} {
+		code, out, errs := run("toolkit", help)
+		if code != 0 || errs != "" || !strings.HasPrefix(out, "Usage: gpu-node-agent toolkit install | uninstall [flags]\n") ||
+			!strings.Contains(out, "gpu-node-agent toolkit install\n") || !strings.Contains(out, "gpu-node-agent toolkit uninstall\n") ||
+			!strings.Contains(out, "-containerd-version") || strings.Contains(out, "gpu-node-agent gate\n") {
+			t.Errorf("toolkit %s: exit %d, stdout:\n%s\nstderr: %s", help, code, out, errs)
+		}
+	}
+	if code, _, errs := run("toolkit"); code != 2 || !strings.Contains(errs, "want a subcommand: install | uninstall (gpu-node-agent toolkit --help)") {
+		t.Errorf("toolkit without a subcommand: exit %d: %s", code, errs)
+	}
 	for _, bad := range [][]string{{"frobnicate"}, {"toolkit"}, {"toolkit", "reinstall"}} {
 		if code, _, _ := run(bad...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", bad, code)
