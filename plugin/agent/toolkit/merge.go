@@ -99,6 +99,9 @@ func baseFromFiles(root, configHostPath, exclude string) (nodeBase, error) {
 	if err != nil {
 		return nodeBase{}, err
 	}
+	if len(main) == 0 { // empty or only comments: containerd's defaults, as if it were missing
+		return nodeBase{Plugins: table{}, Source: "config files (empty main config)"}, nil
+	}
 	if v := configVersion(main); v < 2 {
 		return nodeBase{}, fmt.Errorf("%s has config version %d: only `containerd config dump` can migrate it; make the containerd binary reachable (--containerd-bin) or migrate the file to version 2", configHostPath, v)
 	}
