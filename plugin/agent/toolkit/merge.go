@@ -19,7 +19,7 @@ type table = map[string]any
 func parseTOML(name string, b []byte) (table, error) {
 	t := table{}
 	if err := toml.Unmarshal(b, &t); err != nil {
-		return nil, fmt.Errorf("%s is not valid TOML: %w", name, err)
+		return nil, tomlError(name, err)
 	}
 	return t, nil
 }
