@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // command is one subcommand: its flag set is built fresh per use (help and run share it).
@@ -133,6 +135,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return 2
 		}
+		if err := checkPathFlags(fs); err != nil {
+			fmt.Fprintf(stderr, "gpu-node-agent %s: %v\n", c.name, err)
+			return 2
+		}
 		log := slog.New(slog.NewJSONHandler(stderr, nil))
 		if err := run(ctx, &env{stdout: stdout, stderr: stderr, log: log, args: fs.Args()}); err != nil {
 			if errors.Is(err, context.Canceled) {
@@ -145,6 +151,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "gpu-node-agent: unknown subcommand %q (gate | driver | toolkit install | toolkit uninstall | labels; --help)\n", strings.TrimSpace(name))
 	return 2
+}
+
+// pathFlags are the flags, of any subcommand, that name a host path or a directory of this
+// container; each subcommand's are refused when relative (config.CheckAbsolutePaths), as in
+// the device plugin and the exporter.
+var pathFlags = []string{"host-root", "proc", "config-path", "drop-in-dir", "containerd-bin", "cdi-spec", "nvidia-ctk", "cdi-driver-root"}
+
+func checkPathFlags(fs *flag.FlagSet) error {
+	var names []string
+	for _, name := range pathFlags {
+		if f := fs.Lookup(name); f != nil && !(name == "containerd-bin" && f.Value.String() == toolkit.NoBinary) {
+			names = append(names, name)
+		}
+	}
+	return config.CheckAbsolutePaths(fs, names...)
 }
 
 // nodeFlag registers --node with NODE_NAME as default.

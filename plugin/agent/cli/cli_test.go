@@ -106,6 +106,29 @@ func TestDriverWithMock(t *testing.T) {
 	}
 }
 
+// Every path flag of every subcommand is refused when relative, at start-up, with exit 2.
+func TestRelativePathFlagsAreRefused(t *testing.T) {
+	cfg := writeConfig(t, agentYAML)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gate", "--config", cfg, "--node", "n", "--host-root", "host"}, `gpu-node-agent gate: --host-root "host" is a relative path: give an absolute path such as /host (the default)`},
+		{[]string{"driver", "--config", cfg, "--host-root", "./host"}, `gpu-node-agent driver: --host-root "./host" is a relative path`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--config-path", "etc/containerd/config.toml"}, `gpu-node-agent toolkit install: --config-path "etc/containerd/config.toml" is a relative path: give an absolute path such as /etc/containerd/config.toml (the default)`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--drop-in-dir", "conf.d"}, `--drop-in-dir "conf.d" is a relative path`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--containerd-bin", "bin/containerd"}, `--containerd-bin "bin/containerd" is a relative path`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--cdi-spec", "nvidia.yaml"}, `--cdi-spec "nvidia.yaml" is a relative path`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--nvidia-ctk", "nvidia-ctk"}, `--nvidia-ctk "nvidia-ctk" is a relative path`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--cdi-driver-root", "run/nvidia/driver"}, `--cdi-driver-root "run/nvidia/driver" is a relative path`},
+		{[]string{"toolkit", "uninstall", "--proc", "proc"}, `gpu-node-agent toolkit uninstall: --proc "proc" is a relative path: give an absolute path such as /proc (the default)`},
+	} {
+		if code, out, errs := run(c.args...); code != 2 || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %s; want exit 2 with %s", c.args, code, out, errs, c.want)
+		}
+	}
+}
+
 func TestBadConfigNamesField(t *testing.T) {
 	code, _, errs := run("gate", "--config", writeConfig(t, strings.Replace(agentYAML, "enforce: branch", "enforce: strict", 1)), "--node", "n")
 	if code != 1 || !strings.Contains(errs, "driver.enforce") {
