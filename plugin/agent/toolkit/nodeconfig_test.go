@@ -95,3 +95,21 @@ func TestInstallRefusesConfigVersionMismatch(t *testing.T) {
 		assertUntouched(t, root, c.main)
 	}
 }
+
+// The same with the node's real containerd 1.6, which reads the node's config by dump: an
+// empty main config installs, and containerd loads the handler from it.
+func TestInstallRealContainerdEmptyMainConfig(t *testing.T) {
+	if !runInNamespace(t) {
+		return
+	}
+	if err := os.WriteFile(DefaultConfigPath, []byte("# empty for now\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := newInstaller(testdata(t, "dropin-v2.toml")).Install(context.Background())
+	if err != nil || !res.Verified {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	if got := dig(dumpNode(t), "plugins", criV2, "containerd", "runtimes", "nvidia", "runtime_type"); got != "io.containerd.runc.v2" {
+		t.Fatalf("nvidia runtime not loaded: %v", got)
+	}
+}
