@@ -80,3 +80,31 @@ func TestDriverSatisfies(t *testing.T) {
 		t.Errorf("unknown enforce: %v", err)
 	}
 }
+
+// Whatever parses has one canonical spelling that parses back to the same version and passes
+// CheckDriverVersion; CheckDriverVersion accepts only that spelling.
+func FuzzParseDriverVersion(f *testing.F) {
+	for _, s := range []string{"580.95.05", "580.95.5", "390.144", "0580.095.5", "580.95.050", "1000.1.01", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseDriverVersion(s)
+		if err != nil {
+			if _, cerr := CheckDriverVersion(s); cerr == nil {
+				t.Fatalf("CheckDriverVersion(%q) accepts what ParseDriverVersion refuses", s)
+			}
+			return
+		}
+		c := v.String()
+		back, err := ParseDriverVersion(c)
+		if err != nil || !back.Equal(v) {
+			t.Fatalf("%q → %q → %v, %v", s, c, back, err)
+		}
+		if _, err := CheckDriverVersion(c); err != nil {
+			t.Fatalf("canonical %q refused: %v", c, err)
+		}
+		if _, err := CheckDriverVersion(s); (err == nil) != (s == c) {
+			t.Fatalf("CheckDriverVersion(%q) = %v; canonical is %q", s, err, c)
+		}
+	})
+}
