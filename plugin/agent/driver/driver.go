@@ -107,7 +107,7 @@ func Compare(pol config.AgentDriver, cudaVersion, found string, nv *NVMLVersions
 	}
 	v.Drift = !have.Equal(want)
 	if v.Satisfied, err = config.DriverSatisfies(v.Enforce, want, have); err != nil {
-		v.Reason = err.Error() + " in the agent config"
+		v.Reason = "agent config: " + err.Error()
 		return v
 	}
 	v.Reason = fmt.Sprintf("driver %s, policy expects %s (enforce %s)", found, pol.Version, v.Enforce)
