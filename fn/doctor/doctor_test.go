@@ -155,6 +155,8 @@ func TestDriverSatisfies(t *testing.T) {
 		{"580.82.07", "580.95.05", "branch", true},
 		{"570.86.15", "580.95.05", "branch", false},
 		{"570.86.15", "580.95.05", "none", false},
+		{"580.95.05", "580.95.5", "exact", true}, // the agent's rule: versions compare as numbers
+		{"5800.95.05", "580.95.05", "branch", false},
 	} {
 		if got := driverSatisfies(tc.found, tc.want, tc.enforce); got != tc.ok {
 			t.Errorf("driverSatisfies(%s, %s, %s) = %v", tc.found, tc.want, tc.enforce, got)

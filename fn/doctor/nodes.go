@@ -225,18 +225,20 @@ func (s *snapshot) driverState(n *corev1.Node) DriverState {
 	return d
 }
 
-// driverSatisfies applies the policy's enforce rule: exact version, same branch (the major
-// number, e.g. 580), or anything for none.
+// driverSatisfies applies the policy's enforce rule as the agent does (plugin/config's, numeric:
+// 580.95.5 is 580.95.05): exact version, same branch (the major number, e.g. 580); under none
+// any other version is drift, reported as a warning only.
 func driverSatisfies(found, want, enforce string) bool {
-	switch enforce {
-	case "exact":
+	f, errF := config.ParseDriverVersion(found)
+	w, errW := config.ParseDriverVersion(want)
+	if errF != nil || errW != nil {
 		return found == want
-	case "none":
-		return found == want // reported as a warning only
 	}
-	fb, _, _ := strings.Cut(found, ".")
-	wb, _, _ := strings.Cut(want, ".")
-	return fb == wb
+	if enforce == config.DriverEnforceNone {
+		return f.Equal(w)
+	}
+	ok, err := config.DriverSatisfies(enforce, w, f)
+	return err == nil && ok
 }
 
 func (s *snapshot) gpuState(n *corev1.Node) GPUState {

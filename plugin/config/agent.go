@@ -43,7 +43,10 @@ func ValidateAgent(cfg *Agent) error {
 	if cfg.Driver.Version == "" {
 		return fmt.Errorf("driver.version is empty (spec.driver.version of the policy)")
 	}
-	if !slices.Contains([]string{"", "exact", "branch", "none"}, cfg.Driver.Enforce) {
+	if _, err := CheckDriverVersion(cfg.Driver.Version); err != nil {
+		return fmt.Errorf("driver.version: %w (spec.driver.version of the policy)", err)
+	}
+	if !slices.Contains([]string{"", DriverEnforceExact, DriverEnforceBranch, DriverEnforceNone}, cfg.Driver.Enforce) {
 		return fmt.Errorf("driver.enforce %q is not exact|branch|none", cfg.Driver.Enforce)
 	}
 	if cfg.Toolkit.RuntimeClassName == "" {

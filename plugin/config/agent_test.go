@@ -36,6 +36,11 @@ func TestLoadAgent(t *testing.T) {
 			t.Errorf("%s: %v", field, err)
 		}
 	}
+	// The agent refuses what the function refuses (CheckDriverVersion), naming the spelling to write.
+	if _, err := LoadAgent(write(t, strings.Replace(validAgent, `"580.95.05"`, `"580.95.5"`, 1))); err == nil ||
+		!strings.Contains(err.Error(), `driver.version: "580.95.5" is not how NVIDIA writes this driver version: write "580.95.05"`) {
+		t.Errorf("non-canonical driver.version: %v", err)
+	}
 	if _, err := LoadAgent(filepath.Join(t.TempDir(), "absent.yaml")); err == nil || !strings.Contains(err.Error(), "ConfigMap gpu-node-agent") {
 		t.Errorf("absent: %v", err)
 	}

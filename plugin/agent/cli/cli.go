@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // command is one subcommand: its flag set is built fresh per use (help and run share it).
@@ -51,7 +53,15 @@ Usage: gpu-node-agent <subcommand> [flags]
 // Usage writes the full manual: every subcommand with every flag.
 func Usage(w io.Writer) {
 	fmt.Fprint(w, usageHead)
+	commandsUsage(w, "")
+}
+
+// commandsUsage writes the manual of every command whose first word is group ("": all).
+func commandsUsage(w io.Writer, group string) {
 	for _, c := range commands() {
+		if group != "" && groupOf(c.name) != group {
+			continue
+		}
 		fmt.Fprintf(w, "\ngpu-node-agent %s\n    %s\n", c.name, c.summary)
 		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 		c.flags(fs)
@@ -60,10 +70,34 @@ func Usage(w io.Writer) {
 	}
 }
 
+// groupOf is a command's group, its first word when it has two ("toolkit install"), else "".
+func groupOf(name string) string {
+	g, _, ok := strings.Cut(name, " ")
+	if !ok {
+		return ""
+	}
+	return g
+}
+
+// groupSubcommands lists a group's subcommands ("install | uninstall"); "" when name is no group.
+func groupSubcommands(group string) string {
+	var subs []string
+	for _, c := range commands() {
+		if groupOf(c.name) == group {
+			subs = append(subs, strings.TrimPrefix(c.name, group+" "))
+		}
+	}
+	return strings.Join(subs, " | ")
+}
+
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
+}
+
 // Main executes one gpu-node-agent command line (without the program name) and returns the
 // exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		Usage(stdout)
 		if len(args) == 0 {
 			return 2
@@ -71,12 +105,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	name, rest := args[0], args[1:]
-	if name == "toolkit" {
+	if subs := groupSubcommands(name); subs != "" {
+		// A group ("toolkit") takes its subcommand next; --help there is the group's manual.
+		if len(rest) > 0 && isHelp(rest[0]) {
+			fmt.Fprintf(stdout, "Usage: gpu-node-agent %s %s [flags]\n", name, subs)
+			commandsUsage(stdout, name)
+			return 0
+		}
 		if len(rest) == 0 {
-			fmt.Fprintln(stderr, "gpu-node-agent toolkit: want a subcommand: install | uninstall")
+			fmt.Fprintf(stderr, "gpu-node-agent %s: want a subcommand: %s (gpu-node-agent %s --help)\n", name, subs, name)
 			return 2
 		}
-		name, rest = "toolkit "+rest[0], rest[1:]
+		name, rest = name+" "+rest[0], rest[1:]
 	}
 	for _, c := range commands() {
 		if c.name != name {
@@ -95,6 +135,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return 2
 		}
+		if err := checkPathFlags(fs); err != nil {
+			fmt.Fprintf(stderr, "gpu-node-agent %s: %v\n", c.name, err)
+			return 2
+		}
 		log := slog.New(slog.NewJSONHandler(stderr, nil))
 		if err := run(ctx, &env{stdout: stdout, stderr: stderr, log: log, args: fs.Args()}); err != nil {
 			if errors.Is(err, context.Canceled) {
@@ -107,6 +151,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "gpu-node-agent: unknown subcommand %q (gate | driver | toolkit install | toolkit uninstall | labels; --help)\n", strings.TrimSpace(name))
 	return 2
+}
+
+// pathFlags are the flags, of any subcommand, that name a host path or a directory of this
+// container; each subcommand's are refused when relative (config.CheckAbsolutePaths), as in
+// the device plugin and the exporter.
+var pathFlags = []string{"host-root", "proc", "config-path", "drop-in-dir", "containerd-bin", "cdi-spec", "nvidia-ctk", "cdi-driver-root"}
+
+func checkPathFlags(fs *flag.FlagSet) error {
+	var names []string
+	for _, name := range pathFlags {
+		if f := fs.Lookup(name); f != nil && !(name == "containerd-bin" && f.Value.String() == toolkit.NoBinary) {
+			names = append(names, name)
+		}
+	}
+	return config.CheckAbsolutePaths(fs, names...)
 }
 
 // nodeFlag registers --node with NODE_NAME as default.

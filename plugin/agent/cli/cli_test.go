@@ -40,6 +40,18 @@ func TestHelpDocumentsEverything(t *testing.T) {
 			}
 		})
 	}
+	// A group's --help is the group's manual, not an unknown subcommand.
+	for _, help := range []string{"--help", "-h", "help"} {
+		code, out, errs := run("toolkit", help)
+		if code != 0 || errs != "" || !strings.HasPrefix(out, "Usage: gpu-node-agent toolkit install | uninstall [flags]\n") ||
+			!strings.Contains(out, "gpu-node-agent toolkit install\n") || !strings.Contains(out, "gpu-node-agent toolkit uninstall\n") ||
+			!strings.Contains(out, "-containerd-version") || strings.Contains(out, "gpu-node-agent gate\n") {
+			t.Errorf("toolkit %s: exit %d, stdout:\n%s\nstderr: %s", help, code, out, errs)
+		}
+	}
+	if code, _, errs := run("toolkit"); code != 2 || !strings.Contains(errs, "want a subcommand: install | uninstall (gpu-node-agent toolkit --help)") {
+		t.Errorf("toolkit without a subcommand: exit %d: %s", code, errs)
+	}
 	for _, bad := range [][]string{{"frobnicate"}, {"toolkit"}, {"toolkit", "reinstall"}} {
 		if code, _, _ := run(bad...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", bad, code)
@@ -91,6 +103,29 @@ func TestDriverWithMock(t *testing.T) {
 	code, _, errs = run("driver", "--config", cfg, "--host-root", root, "--node", "", "--nvml-mock", "dgxa100")
 	if code != 1 || !strings.Contains(errs, "user-space and kernel driver differ") {
 		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
+
+// Every path flag of every subcommand is refused when relative, at start-up, with exit 2.
+func TestRelativePathFlagsAreRefused(t *testing.T) {
+	cfg := writeConfig(t, agentYAML)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gate", "--config", cfg, "--node", "n", "--host-root", "host"}, `gpu-node-agent gate: --host-root "host" is a relative path: give an absolute path such as /host (the default)`},
+		{[]string{"driver", "--config", cfg, "--host-root", "./host"}, `gpu-node-agent driver: --host-root "./host" is a relative path`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--config-path", "etc/containerd/config.toml"}, `gpu-node-agent toolkit install: --config-path "etc/containerd/config.toml" is a relative path: give an absolute path such as /etc/containerd/config.toml (the default)`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--drop-in-dir", "conf.d"}, `--drop-in-dir "conf.d" is a relative path`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--containerd-bin", "bin/containerd"}, `--containerd-bin "bin/containerd" is a relative path`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--cdi-spec", "nvidia.yaml"}, `--cdi-spec "nvidia.yaml" is a relative path`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--nvidia-ctk", "nvidia-ctk"}, `--nvidia-ctk "nvidia-ctk" is a relative path`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--cdi-driver-root", "run/nvidia/driver"}, `--cdi-driver-root "run/nvidia/driver" is a relative path`},
+		{[]string{"toolkit", "uninstall", "--proc", "proc"}, `gpu-node-agent toolkit uninstall: --proc "proc" is a relative path: give an absolute path such as /proc (the default)`},
+	} {
+		if code, out, errs := run(c.args...); code != 2 || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %s; want exit 2 with %s", c.args, code, out, errs, c.want)
+		}
 	}
 }
 

@@ -20,11 +20,11 @@ import (
 // ProcVersionFile is the kernel module's version file (host path).
 const ProcVersionFile = "/proc/driver/nvidia/version"
 
-// Enforce rules (spec.driver.enforce).
+// Enforce rules (spec.driver.enforce): plugin/config's, which also compares.
 const (
-	EnforceExact  = "exact"
-	EnforceBranch = "branch"
-	EnforceNone   = "none"
+	EnforceExact  = config.DriverEnforceExact
+	EnforceBranch = config.DriverEnforceBranch
+	EnforceNone   = config.DriverEnforceNone
 )
 
 // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep ..." and the open
@@ -84,25 +84,29 @@ type Verdict struct {
 	Reason    string
 }
 
-// Branch is a driver's release branch: its major number (580 for 580.95.05).
-func Branch(v string) string { return strings.SplitN(v, ".", 2)[0] }
-
-// Compare judges found (and NVML's view, if any) against the policy.
+// Compare judges found (and NVML's view, if any) against the policy under plugin/config's
+// driver version rule: versions compare as numbers (580.95.5 is 580.95.05), so the verdict
+// does not hang on how a version is spelt.
 func Compare(pol config.AgentDriver, cudaVersion, found string, nv *NVMLVersions) Verdict {
 	v := Verdict{Expected: pol.Version, Found: found, Enforce: pol.Enforce, NVML: nv}
 	if v.Enforce == "" {
 		v.Enforce = EnforceBranch
 	}
-	v.Drift = found != pol.Version
-	switch v.Enforce {
-	case EnforceExact:
-		v.Satisfied = !v.Drift
-	case EnforceBranch:
-		v.Satisfied = Branch(found) == Branch(pol.Version)
-	case EnforceNone:
-		v.Satisfied = true
-	default:
-		v.Reason = fmt.Sprintf("driver.enforce %q in the agent config is not exact|branch|none", pol.Enforce)
+	want, err := config.ParseDriverVersion(pol.Version)
+	if err != nil {
+		v.Reason = "driver.version in the agent config: " + err.Error() + " (re-render it with gpupolicy-fn)"
+		return v
+	}
+	have, err := config.ParseDriverVersion(found)
+	if err != nil {
+		v.Drift = true
+		v.Satisfied = v.Enforce == EnforceNone // any driver, even one whose version reads oddly
+		v.Reason = "the node's driver: " + err.Error()
+		return v
+	}
+	v.Drift = !have.Equal(want)
+	if v.Satisfied, err = config.DriverSatisfies(v.Enforce, want, have); err != nil {
+		v.Reason = "agent config: " + err.Error()
 		return v
 	}
 	v.Reason = fmt.Sprintf("driver %s, policy expects %s (enforce %s)", found, pol.Version, v.Enforce)
@@ -112,7 +116,7 @@ func Compare(pol config.AgentDriver, cudaVersion, found string, nv *NVMLVersions
 	if nv == nil || v.Enforce == EnforceNone {
 		return v
 	}
-	if nv.Driver != "" && nv.Driver != found {
+	if lib, err := config.ParseDriverVersion(nv.Driver); nv.Driver != "" && (err != nil || !lib.Equal(have)) {
 		v.Satisfied = false
 		v.Reason += fmt.Sprintf("; NVML library is %s but the kernel module is %s: user-space and kernel driver differ (reboot or reinstall the driver)", nv.Driver, found)
 	}

@@ -97,6 +97,13 @@ func TestCompare(t *testing.T) {
 		{"cuda too new for driver", EnforceBranch, "580.95.05", &NVMLVersions{Driver: "580.95.05", CUDA: "12.4"}, false, false, "supports CUDA up to 12.4"},
 		{"nvml agrees", EnforceExact, "580.95.05", &NVMLVersions{Driver: "580.95.05", CUDA: "13.0"}, true, false, ""},
 		{"bad enforce", "strict", "580.95.05", nil, false, false, "not exact|branch|none"},
+		// Versions compare as numbers: a patch spelt without its leading zero is the same driver,
+		// and a branch is the major number, not a string prefix.
+		{"exact numeric", EnforceExact, "580.95.5", nil, true, false, "driver 580.95.5"},
+		{"branch numeric", EnforceBranch, "5800.95.05", nil, false, true, "drift"},
+		{"nvml numeric", EnforceExact, "580.95.05", &NVMLVersions{Driver: "580.95.5", CUDA: "13.0"}, true, false, ""},
+		{"odd found", EnforceBranch, "58.1", nil, false, true, "not an NVIDIA driver version"},
+		{"odd found, enforce none", EnforceNone, "58.1", nil, true, true, "not an NVIDIA driver version"},
 	}
 	for _, c := range cases {
 		v := Compare(pol(c.enforce), "12.8", c.found, c.nv)

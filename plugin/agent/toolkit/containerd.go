@@ -131,3 +131,53 @@ func readOptional(root, hostPath string) ([]byte, error) {
 	}
 	return b, err
 }
+
+// checkNodeConfig refuses a node main config (already parsed) that containerd v would not read
+// as the drop-in expects. A missing, empty or comments-only file is containerd's defaults and
+// passes. gpupolicy does not edit version 1 configs. A config of another version than
+// containerd v reads means --containerd-version (spec.containerRuntime.version) is not this
+// node's containerd: containerd 1.x cannot load a version 3 file at all, and containerd 2.x
+// only migrates a version 2 file in memory on every start, while the installed drop-in (and
+// below 2.1 the merge with the node's plugin tables) is in version 3's plugin names.
+func checkNodeConfig(configHostPath string, main table, v Version) error {
+	if len(main) == 0 {
+		return nil
+	}
+	raw, has := main["version"]
+	if !has {
+		return fmt.Errorf("%s is a version 1 containerd config (no `version = %d`): gpupolicy does not edit version 1 configs; rewrite it as version %d (`containerd config dump` prints the migrated form), review it, and retry", configHostPath, v.ConfigVersion(), v.ConfigVersion())
+	}
+	found, ok := raw.(int64)
+	if !ok {
+		return fmt.Errorf("%s: version = %#v is not an integer: containerd reads `version = %d` (a bare number) for containerd %s; fix the node config", configHostPath, raw, v.ConfigVersion(), v)
+	}
+	if found < 2 {
+		return fmt.Errorf("%s is a version %d containerd config: gpupolicy does not edit version 1 configs; rewrite it as version %d (`containerd config dump` prints the migrated form), review it, and retry", configHostPath, found, v.ConfigVersion())
+	}
+	if want := v.ConfigVersion(); int(found) != want {
+		fix := fmt.Sprintf("re-render the policy with spec.containerRuntime.version set to this node's containerd minor (`containerd --version`) if the node does not run containerd %s", v)
+		if int(found) < want {
+			fix += fmt.Sprintf(", or, if it does, migrate the node config to version %d (`containerd config migrate` prints it), review it and retry", want)
+		} else {
+			fix += ", or fix the node config"
+		}
+		return fmt.Errorf("%s has config version %d but containerd %s (--containerd-version, spec.containerRuntime.version) reads version %d: %s", configHostPath, found, v, want, fix)
+	}
+	return nil
+}
+
+// checkDropInVersion refuses a rendered drop-in in another config version than containerd v
+// reads: the function writes it in the version of spec.containerRuntime.version, so a
+// mismatch means the policy and --containerd-version disagree (containerd 1.x cannot load a
+// version 3 file; a version 2 file's plugin names are not those containerd 2.x looks up).
+func checkDropInVersion(source string, t table, v Version) error {
+	want := v.ConfigVersion()
+	if found, ok := t["version"].(int64); !ok || int(found) != want {
+		got := "no integer `version`"
+		if ok {
+			got = fmt.Sprintf("config version %d", found)
+		}
+		return fmt.Errorf("--drop-in %s has %s but containerd %s (--containerd-version) reads version %d: the drop-in and --containerd-version come from different policies; render both from one policy whose spec.containerRuntime.version is this node's containerd minor", source, got, v, want)
+	}
+	return nil
+}

@@ -192,6 +192,9 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if err := checkDropInVersion(in.DropInSource, r.table, v); err != nil {
+		return Result{}, err
+	}
 	configPath, dropIn := in.paths()
 	res := Result{DropInPath: dropIn}
 	dirs, err := in.tempDirs(configPath, dropIn)
@@ -207,8 +210,8 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if _, has := main["version"]; len(main) > 0 && (!has || configVersion(main) < 2) {
-		return res, fmt.Errorf("%s is a version 1 containerd config (no `version = 2`): gpupolicy does not edit version 1 configs; rewrite it as version 2 (`containerd config dump` prints the migrated form), review it, and retry", configPath)
+	if err := checkNodeConfig(configPath, main, v); err != nil {
+		return res, err
 	}
 	edit, err := in.planImport(configPath, dropIn, v)
 	if err != nil {

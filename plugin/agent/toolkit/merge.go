@@ -18,7 +18,7 @@ type table = map[string]any
 func parseTOML(name string, b []byte) (table, error) {
 	t := table{}
 	if err := toml.Unmarshal(b, &t); err != nil {
-		return nil, fmt.Errorf("%s is not valid TOML: %w", name, err)
+		return nil, tomlError(name, err)
 	}
 	return t, nil
 }
@@ -105,6 +105,9 @@ func baseFromFiles(root, configHostPath, exclude string) (nodeBase, error) {
 	main, err := parseTOML(configHostPath, b)
 	if err != nil {
 		return nodeBase{}, err
+	}
+	if len(main) == 0 { // empty or only comments: containerd's defaults, as if it were missing
+		return nodeBase{Plugins: table{}, Source: "config files (empty main config)"}, nil
 	}
 	if v := configVersion(main); v < 2 {
 		return nodeBase{}, fmt.Errorf("%s has config version %d: only `containerd config dump` can migrate it; make the containerd binary reachable (--containerd-bin) or migrate the file to version 2", configHostPath, v)

@@ -68,6 +68,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gpu-device-plugin: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	if err := config.CheckAbsolutePaths(fs, "plugin-dir", "host-root"); err != nil {
+		fmt.Fprintf(stderr, "gpu-device-plugin: %v\n", err)
+		return 2
+	}
 	log, err := newLogger(stderr, *logFormat, *nodeName)
 	if err != nil {
 		fmt.Fprintf(stderr, "gpu-device-plugin: %v\n", err)

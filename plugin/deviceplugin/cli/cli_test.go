@@ -68,6 +68,10 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"--config", writeConfig(t, "migStrategy: half\n"), "--nvml-mock", "dgxa100"}, 1, "field migStrategy"},
 		{[]string{"--log-format", "xml"}, 2, "--log-format"},
 		{[]string{"extra"}, 2, "unexpected arguments"},
+		// A relative --plugin-dir made gRPC read "unix://plugins/kubelet.sock" as host "plugins"
+		// and retry with an authority error; it is refused at start-up, as every path flag.
+		{[]string{"--plugin-dir", "plugins", "--nvml-mock", "dgxa100"}, 2, `gpu-device-plugin: --plugin-dir "plugins" is a relative path: give an absolute path such as /var/lib/kubelet/device-plugins (the default)`},
+		{[]string{"--plugin-dir", dir, "--host-root", "host", "--nvml-mock", "dgxa100"}, 2, `--host-root "host" is a relative path`},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(context.Background(), tc.args, &out, &errOut)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
@@ -46,6 +47,9 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		return o, "", fmt.Errorf("unexpected arguments %q: gpu-exporter takes flags only (see --help)", fs.Args())
+	}
+	if err := config.CheckAbsolutePaths(fs, "pod-resources-socket"); err != nil {
+		return o, "", err
 	}
 	if o.Interval < 100*time.Millisecond {
 		return o, "", fmt.Errorf("--interval %s is too short: use at least 100ms (the policy default is 15s)", o.Interval)

@@ -40,6 +40,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--pod-resources-refresh", "0s"}, 2, "--pod-resources-refresh"},
 		{[]string{"--log-level", "loud"}, 2, "--log-level"},
 		{[]string{"extra"}, 2, "flags only"},
+		{[]string{"--pod-resources-socket", "kubelet.sock"}, 2, `gpu-exporter: --pod-resources-socket "kubelet.sock" is a relative path: give an absolute path such as /var/lib/kubelet/pod-resources/kubelet.sock (the default)`},
 		{[]string{"--nvml-mock", "dgx9", "--listen", "127.0.0.1:0"}, 1, `unknown --nvml-mock \"dgx9\"`},
 	} {
 		var out bytes.Buffer
