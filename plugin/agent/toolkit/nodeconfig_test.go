@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -17,7 +16,7 @@ func fileHost(t *testing.T, body []byte, version, dropIn string) (string, *Insta
 	t.Helper()
 	root := t.TempDir()
 	if body != nil {
-		p := hostfs.Join(root, DefaultConfigPath)
+		p := filepath.Join(root, DefaultConfigPath)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -33,12 +32,12 @@ func fileHost(t *testing.T, body []byte, version, dropIn string) (string, *Insta
 // (absent when before is nil), no drop-in, no status file.
 func assertUntouched(t *testing.T, root string, before []byte) {
 	t.Helper()
-	got, err := os.ReadFile(hostfs.Join(root, DefaultConfigPath))
+	got, err := os.ReadFile(filepath.Join(root, DefaultConfigPath))
 	if before == nil && !os.IsNotExist(err) || before != nil && string(got) != string(before) {
 		t.Errorf("main config changed: %q %v", got, err)
 	}
 	for _, p := range []string{DefaultDropInDir + "/" + config.DropInFile, config.ToolkitStatusFile} {
-		if _, err := os.Stat(hostfs.Join(root, p)); !os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(root, p)); !os.IsNotExist(err) {
 			t.Errorf("%s written", p)
 		}
 	}
@@ -55,7 +54,7 @@ func TestInstallEmptyMainConfigIsMissing(t *testing.T) {
 				t.Errorf("containerd %s, %s main config: %+v %v", c.version, name, res, err)
 				continue
 			}
-			main := string(must(os.ReadFile(hostfs.Join(root, DefaultConfigPath))))
+			main := string(must(os.ReadFile(filepath.Join(root, DefaultConfigPath))))
 			want := "version = " + map[string]string{"dropin-v2.toml": "2", "dropin-v3.toml": "3"}[c.dropIn] + "\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n"
 			if !strings.HasPrefix(main, want) {
 				t.Errorf("containerd %s, %s main config became %q", c.version, name, main)

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 )
 
 // Every TOML parse error names the file, the line and the column.
@@ -33,7 +31,7 @@ func TestTOMLErrorsNameFileAndLine(t *testing.T) {
 	} {
 		root, in := fileHost(t, c.main, "1.7", c.dropIn)
 		if c.imported != "" {
-			p := hostfs.Join(root, "/etc/containerd/site/site.toml")
+			p := filepath.Join(root, "/etc/containerd/site/site.toml")
 			_ = os.MkdirAll(filepath.Dir(p), 0o755)
 			if err := os.WriteFile(p, []byte(c.imported), 0o644); err != nil {
 				t.Fatal(err)
