@@ -6,8 +6,10 @@ package main
 
 import (
 	"context"
+	"math"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 
@@ -16,6 +18,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal cancels ctx and the command winds down (render: "interrupted", the
+	// output untouched); a second one then ends the process at once.
+	context.AfterFunc(ctx, stop)
 	args := os.Args[1:]
 	if len(args) == 0 || args[0] == "render" {
 		oneShotGC()
@@ -25,19 +30,27 @@ func main() {
 	os.Exit(code)
 }
 
-// oneShotMemoryLimit bounds the heap of a one-shot call whose collector is off: a typical
-// policy allocates a few MiB in all, a thousand node pools a few hundred.
-const oneShotMemoryLimit = 64 << 20
+// oneShotHeap is the heap below which a one-shot call runs without the garbage collector: a
+// typical policy allocates a few MiB in all, so it is never collected.
+const oneShotHeap = 64 << 20
 
-// oneShotGC switches the garbage collector off up to oneShotMemoryLimit for the calls that
-// render once and exit (the KRM function, render): their whole allocation for a typical
-// policy fits far below it, and collecting it cost about a fifth of their CPU. Past the limit
-// the runtime collects as usual, so large policies stay bounded. GOGC or GOMEMLIMIT in the
-// environment win.
+// oneShotGC switches the garbage collector off for the calls that render once and exit (the
+// KRM function, render): their whole allocation for a typical policy fits far below
+// oneShotHeap, and collecting it cost about a fifth of their CPU. The first collection, which
+// the memory limit triggers at oneShotHeap, turns the collector back to its defaults (GOGC
+// 100, no limit): a large policy then costs time linear in its size. (With the limit kept,
+// a live heap near it made the runtime collect again and again, and 30,000 labels took three
+// times as long as with the defaults.) GOGC or GOMEMLIMIT in the environment win.
 func oneShotGC() {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	debug.SetMemoryLimit(oneShotMemoryLimit)
+	debug.SetMemoryLimit(oneShotHeap)
 	debug.SetGCPercent(-1)
+	// A finalizer runs after the first collection that finds its object unreachable, i.e.
+	// after the first collection of the process.
+	runtime.SetFinalizer(new([64]byte), func(*[64]byte) {
+		debug.SetGCPercent(100)
+		debug.SetMemoryLimit(math.MaxInt64)
+	})
 }
