@@ -171,8 +171,8 @@ func readPolicy(ctx context.Context, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := v1alpha1.CheckSize(name, int64(len(data)), v1alpha1.MaxPolicyBytes); err != nil {
-		return nil, fmt.Errorf("%w (it holds more than that)", err)
+	if err := v1alpha1.CheckRead(name, data, v1alpha1.MaxPolicyBytes); err != nil {
+		return nil, err
 	}
 	return data, nil
 }

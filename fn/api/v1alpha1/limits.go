@@ -87,12 +87,25 @@ func genericPath(path string) string {
 	}
 }
 
-// CheckSize refuses input over limit bytes; what names it ("the policy file").
-func CheckSize(what string, size int64, limit int64) error {
+// CheckSize refuses input of size bytes over limit; what names it ("the policy file").
+func CheckSize(what string, size, limit int64) error {
 	if size <= limit {
 		return nil
 	}
-	return fmt.Errorf("%s is %s, over the %s limit: a GPUPolicy is a few KiB (limits: fn/api/v1alpha1/README.md#limits); check that this is the right file", what, byteSize(size), byteSize(limit))
+	return sizeError(what, byteSize(size), limit)
+}
+
+// CheckRead is CheckSize for data read through io.LimitReader(r, limit+1), whose size beyond
+// the limit is unknown.
+func CheckRead(what string, data []byte, limit int64) error {
+	if int64(len(data)) <= limit {
+		return nil
+	}
+	return sizeError(what, "more than that", limit)
+}
+
+func sizeError(what, size string, limit int64) error {
+	return fmt.Errorf("%s is over the %s limit (it is %s; see Limits in the GPUPolicy reference): a GPUPolicy is a few KiB; check that this is the right input", what, byteSize(limit), size)
 }
 
 // CheckText refuses what YAML cannot read, naming the line: bytes that are not UTF-8 (a file
