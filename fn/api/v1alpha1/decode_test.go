@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -264,5 +265,35 @@ func TestDecodeLimits(t *testing.T) {
 				t.Fatalf("error %v, want it to contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestReferenceListsEveryLimit keeps the reference's Limits table in step with limits.go.
+func TestReferenceListsEveryLimit(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := string(b)
+	_, table, _ := strings.Cut(ref, "\n## Limits\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	for _, l := range EntryLimits {
+		row := ""
+		for _, line := range strings.Split(table, "\n") {
+			if strings.Contains(line, "`"+l.Field+"`") {
+				row = line
+			}
+		}
+		if !strings.Contains(row, fmt.Sprintf("| %d ", l.Max)) {
+			t.Errorf("the Limits table has no row naming `%s` with %d: %q", l.Field, l.Max, row)
+		}
+	}
+	for _, want := range []string{"| 1 MiB |", "| 16 MiB |", fmt.Sprintf("any other list or map | %d entries", MaxEntries), "| 2,000,000 |", fmt.Sprintf("| %d |", maxDecodeErrors)} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the Limits table lacks %q", want)
+		}
+	}
+	if MaxPolicyBytes != 1<<20 || MaxResourceListBytes != 16<<20 || maxDecodedValues != 2_000_000 {
+		t.Error("a byte or value limit changed: update the Limits table and this test")
 	}
 }
