@@ -221,35 +221,31 @@ func TestRenderRefusesOversizedInput(t *testing.T) {
 	}
 }
 
-// TestOneShotGCReturnsToDefaults: past oneShotHeap the collector runs with its defaults
-// again. With the memory limit kept, a live heap near it made every allocation collect
-// (30,000 nodeSelector labels: 3.9 s against 1.3 s with the defaults).
-func TestOneShotGCReturnsToDefaults(t *testing.T) {
-	if os.Getenv(runAsMain) != "" {
-		t.Skip()
-	}
+// TestOneShotGCFollowsTheLiveHeap: past oneShotHeap the memory limit follows the live heap
+// (twice it). With the limit kept at 64 MiB, a live heap near it made every allocation collect
+// (30,000 nodeSelector labels: 3.9 s against 1.3 s with GOGC=100).
+func TestOneShotGCFollowsTheLiveHeap(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
-	t.Setenv("GOGC", "")
-	t.Setenv("GOMEMLIMIT", "")
-	os.Unsetenv("GOGC")
-	os.Unsetenv("GOMEMLIMIT")
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		if v, ok := os.LookupEnv(env); ok {
+			defer os.Setenv(env, v)
+			os.Unsetenv(env)
+		}
+	}
 	oneShotGC()
 	var keep [][]byte
-	for range 2 * oneShotHeap >> 20 {
+	for range 2 * oneShotHeap >> 20 { // 128 MiB live
 		keep = append(keep, make([]byte, 1<<20))
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		runtime.Gosched()
-		if limit := debug.SetMemoryLimit(-1); limit == math.MaxInt64 {
-			if p := debug.SetGCPercent(100); p != 100 {
-				t.Fatalf("GOGC is %d after the first collection, want 100", p)
-			}
+		if limit := debug.SetMemoryLimit(-1); limit >= 3*oneShotHeap {
 			runtime.KeepAlive(keep)
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("the memory limit is still %d after %d MiB were allocated", debug.SetMemoryLimit(-1), len(keep))
+	t.Fatalf("the memory limit is %d MiB with %d MiB live; want at least twice the live heap", debug.SetMemoryLimit(-1)>>20, len(keep))
 }
