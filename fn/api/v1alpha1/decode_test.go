@@ -161,6 +161,10 @@ func TestDecodeRefusesWhatIsNotUTF8Text(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "control character U+0000 at line 9, column 16") {
 		t.Errorf("NUL: %v", err)
 	}
+	_, err = Decode([]byte(minimal + "  gitops: \"flux\u0080\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "control character U+0080 at line 9, column 16") {
+		t.Errorf("C1 control: %v", err)
+	}
 	if _, err := Decode([]byte("\ufeff" + minimal)); err != nil {
 		t.Errorf("a UTF-8 byte order mark is UTF-8: %v", err)
 	}

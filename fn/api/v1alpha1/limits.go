@@ -119,7 +119,9 @@ func CheckText(what string, data []byte) error {
 			return fmt.Errorf("%s is not UTF-8: line %d, column %d (byte offset %d) holds the byte 0x%02X, which is not valid UTF-8; YAML files must be UTF-8: re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)", what, line, col, off, data[off])
 		case r == '\n':
 			line, col = line+1, 0
-		case r < 0x20 && r != '\t' && r != '\r', r == 0x7f:
+		case r < 0x20 && r != '\t' && r != '\r', r == 0x7f, r >= 0x80 && r <= 0x9f && r != 0x85, r == 0xfffe, r == 0xffff:
+			// What YAML's c-printable excludes (yaml.v3 says only "control characters are
+			// not allowed").
 			return fmt.Errorf("%s holds the control character U+%04X at line %d, column %d (byte offset %d), which YAML does not allow: remove it", what, r, line, col, off)
 		}
 		off += size
