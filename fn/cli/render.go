@@ -21,7 +21,7 @@ import (
 const AuditFile = "AUDIT.md"
 
 // Render is `gpupolicy-fn render -f POLICY -o DIR`.
-func Render(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func Render(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("render", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	policyFile := fs.String("f", "", "the GPUPolicy file to render (required)")
@@ -39,7 +39,9 @@ into DIR, grouped by stage (00-prereqs, 01-driver, 02-container-toolkit, 03-devi
 kustomization.yaml; gitops: flux adds one per stage directory and flux/ with one Flux
 Kustomization per stage, chained with dependsOn and wait: true. AUDIT.md at the top is the
 privilege report (gpupolicy-fn audit) for the reviewer. Warnings go to stderr; any
-error exits 1 and leaves DIR untouched.
+error exits 1 and leaves DIR untouched, and so does SIGINT or SIGTERM ("interrupted"): the
+new tree replaces DIR in one step at the very end, or not at all. POLICY may be at most
+1 MiB (see Limits in the GPUPolicy reference).
 
 Flags:
 `)
@@ -69,38 +71,110 @@ Flags:
 		}
 	}
 
-	data, err := os.ReadFile(*policyFile)
+	data, err := readPolicy(ctx, *policyFile)
+	if ctx.Err() != nil {
+		return interrupted(stderr, *outDir)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "render: %v\n", err)
 		return 1
 	}
-	p, objs, res := pipeline.Load(data, validate.Options{})
-	fmt.Fprint(stderr, res.Text(*policyFile))
-	if res.HasErrors() {
+	// The tree is built in memory (pure work, nothing written) while a signal is waited
+	// for: an interrupted render returns at once and leaves that work to the process's end.
+	built := make(chan tree, 1)
+	go func() { built <- buildTree(ctx, data, opts) }()
+	var t tree
+	select {
+	case <-ctx.Done():
+		return interrupted(stderr, *outDir)
+	case t = <-built:
+	}
+	if ctx.Err() != nil {
+		return interrupted(stderr, *outDir)
+	}
+	fmt.Fprint(stderr, t.res.Text(*policyFile))
+	if t.res.HasErrors() {
 		fmt.Fprintf(stderr, "render: %s has errors; nothing was written\n", *policyFile)
 		return 1
 	}
-	files, err := render.Files(p, objs, opts)
-	if err != nil {
-		fmt.Fprintf(stderr, "render: %v\n", err)
+	if t.err != nil {
+		fmt.Fprintf(stderr, "render: %v\n", t.err)
 		return 1
 	}
-	// The privilege report travels with the manifests so a reviewer reads it in the same PR.
-	u, err := objs.Unstructured()
-	if err == nil {
-		files[AuditFile], err = audit.Markdown(u)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "render: audit: %v\n", err)
-		return 1
-	}
-	if err := writeTree(*outDir, files); err != nil {
+	p, objs, files := t.policy, t.objs, t.files
+	if err := writeTree(ctx, *outDir, files); err != nil {
+		if ctx.Err() != nil {
+			return interrupted(stderr, *outDir)
+		}
 		fmt.Fprintf(stderr, "render: writing %s: %v\n", *outDir, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "rendered GPUPolicy %q (%s) into %s: %d objects, %d files\n",
 		p.Metadata.Name, gitopsName(p), *outDir, len(objs), len(files))
 	return 0
+}
+
+// tree is what render writes, or why it cannot.
+type tree struct {
+	policy *v1alpha1.GPUPolicy
+	objs   render.Objects
+	files  map[string][]byte
+	res    validate.Results
+	err    error
+}
+
+// buildTree decodes, validates and renders the policy into the files of the tree, AUDIT.md
+// included.
+func buildTree(ctx context.Context, data []byte, opts render.FileOptions) tree {
+	p, objs, res := pipeline.LoadContext(ctx, data, validate.Options{})
+	t := tree{policy: p, objs: objs, res: res}
+	if res.HasErrors() {
+		return t
+	}
+	if t.files, t.err = render.Files(p, objs, opts); t.err != nil {
+		return t
+	}
+	// The privilege report travels with the manifests so a reviewer reads it in the same PR.
+	u, err := objs.Unstructured()
+	if err == nil {
+		t.files[AuditFile], err = audit.Markdown(u)
+	}
+	if err != nil {
+		t.err = fmt.Errorf("audit: %w", err)
+	}
+	return t
+}
+
+// interrupted ends a render stopped by a signal; the tree writer has removed what it wrote.
+func interrupted(stderr io.Writer, dir string) int {
+	fmt.Fprintf(stderr, "render: interrupted; %s was not changed\n", dir)
+	return 1
+}
+
+// readPolicy reads the policy file, refusing one over v1alpha1.MaxPolicyBytes before reading
+// it (a regular file) or after reading one byte more (a pipe). A read that blocks (a FIFO no
+// one writes) ends when ctx does.
+func readPolicy(ctx context.Context, name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		if err := v1alpha1.CheckSize(name, st.Size(), v1alpha1.MaxPolicyBytes); err != nil {
+			return nil, err
+		}
+	}
+	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
+	defer stop()
+	data, err := io.ReadAll(io.LimitReader(f, v1alpha1.MaxPolicyBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.CheckRead(name, data, v1alpha1.MaxPolicyBytes); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 func gitopsName(p *v1alpha1.GPUPolicy) string { return "gitops: " + p.Spec.GitOps }

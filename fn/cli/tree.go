@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,8 +19,9 @@ var renderedMarker = []byte("# Rendered by gpupolicy-fn")
 // writeTree replaces dir with exactly files, atomically: everything is written to a sibling
 // temporary directory first and then swapped into place, so a reader (git, Argo CD, a person)
 // sees the old tree or the new one, never half of either. An existing dir is replaced only if
-// render wrote it (it would delete whatever else it holds).
-func writeTree(dir string, files map[string][]byte) error {
+// render wrote it (it would delete whatever else it holds). Once ctx is done it stops, removes
+// the temporary directory and never swaps: dir keeps the old tree.
+func writeTree(ctx context.Context, dir string, files map[string][]byte) error {
 	dir, err := filepath.Abs(dir) // "." has no parent to put the new tree beside
 	if err != nil {
 		return err
@@ -39,20 +41,27 @@ func writeTree(dir string, files map[string][]byte) error {
 		return err
 	}
 	defer os.RemoveAll(tmp) // after a successful swap it holds the old tree
-	if err := writeFiles(tmp, files); err != nil {
+	if err := writeFiles(ctx, tmp, files); err != nil {
 		return err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
 		return err
 	}
+	if err := ctx.Err(); err != nil { // the last moment to stop: the swap is one step
+		return err
+	}
 	return swapDir(tmp, dir)
 }
 
-// writeFiles writes files under root, in name order, each directory made once.
-func writeFiles(root string, files map[string][]byte) error {
+// writeFiles writes files under root, in name order, each directory made once, until ctx is
+// done.
+func writeFiles(ctx context.Context, root string, files map[string][]byte) error {
 	names := slices.Sorted(maps.Keys(files))
 	made := map[string]bool{}
 	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		p := filepath.Join(root, filepath.FromSlash(name))
 		if dir := filepath.Dir(p); !made[dir] {
 			if err := os.MkdirAll(dir, 0o755); err != nil {

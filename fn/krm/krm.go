@@ -29,9 +29,17 @@ import (
 // trees and yaml.v3's event emitter were most of the cost of a call. Items keep the input
 // order followed by the rendered objects in stage order.
 func Run(stdin io.Reader, stdout, stderr io.Writer, opts validate.Options) int {
-	in, err := io.ReadAll(stdin)
+	in, err := io.ReadAll(io.LimitReader(stdin, v1alpha1.MaxResourceListBytes+1))
 	if err != nil {
 		fmt.Fprintf(stderr, "gpupolicy-fn: reading the ResourceList from stdin: %v\n", err)
+		return 1
+	}
+	if err := v1alpha1.CheckRead("the ResourceList on stdin", in, v1alpha1.MaxResourceListBytes); err != nil {
+		fmt.Fprintf(stderr, "gpupolicy-fn: %v\n", err)
+		return 1
+	}
+	if err := v1alpha1.CheckText("the ResourceList on stdin", in); err != nil {
+		fmt.Fprintf(stderr, "gpupolicy-fn: %v\n", err)
 		return 1
 	}
 	rl, err := fn.ParseResourceList(in)
@@ -72,8 +80,13 @@ func process(rl *fn.ResourceList, opts validate.Options) (items []*yaml.Node, ob
 		rl.Results = append(rl.Results, problem)
 		return nil, nil, false, nil
 	}
+	text := policy.String()
+	if err := v1alpha1.CheckSize("the GPUPolicy", int64(len(text)), v1alpha1.MaxPolicyBytes); err != nil {
+		rl.Results = append(rl.Results, &fn.Result{Severity: fn.Error, Message: err.Error(), ResourceRef: ref(policy)})
+		return nil, nil, false, nil
+	}
 	var node yaml.Node
-	if err := yaml.Unmarshal([]byte(policy.String()), &node); err != nil {
+	if err := yaml.Unmarshal([]byte(text), &node); err != nil {
 		return nil, nil, false, fmt.Errorf("re-reading the GPUPolicy: %w", err)
 	}
 	_, objs, res := pipeline.LoadNode(&node, opts)

@@ -199,3 +199,36 @@ func BenchmarkKRM(b *testing.B) {
 		}
 	}
 }
+
+// TestInputLimits: the KRM path has render's limits: stdin over MaxResourceListBytes or not
+// UTF-8 is refused before it is parsed, a policy over MaxPolicyBytes is an error result
+// naming it, and the entry limits hold (the decoder's). Before, a 19 MB policy took 116 s.
+func TestInputLimits(t *testing.T) {
+	head := "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n" + passthrough + "functionConfig:\n"
+	fc := indent(policy(t), "  ") + "\n"
+	for _, c := range []struct {
+		name, in, stderr string
+	}{
+		{"stdin too large", head + fc + strings.Repeat("# pad\n", 3<<20), "the ResourceList on stdin is over the 16 MiB limit (it is more than that"},
+		{"latin-1", strings.Replace(head+fc, "name: fleet", "name: fleet\n    labels: {owner: Jos\xe9}", 1), "the ResourceList on stdin is not UTF-8: line 15, column 24"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := krm.Run(strings.NewReader(c.in), &out, &errb, opts); code != 1 || !strings.Contains(errb.String(), c.stderr) || out.Len() != 0 {
+				t.Fatalf("exit %d, stdout %d bytes, stderr %q; want 1, nothing, %q", code, out.Len(), errb.String(), c.stderr)
+			}
+		})
+	}
+	secrets := strings.Repeat("    - "+strings.Repeat("s", 60)+"\n", 20_000)
+	big := strings.Replace(fc, "  spec:\n", "  spec:\n    imagePullSecrets:\n"+secrets, 1)
+	rl, code, _ := run(t, head+big)
+	if code != 1 || len(rl.Items) != 0 || len(rl.Results) == 0 || !strings.Contains(rl.Results[0].Message, "the GPUPolicy is over the 1 MiB limit (it is 1.") ||
+		rl.Results[0].ResourceRef == nil {
+		t.Fatalf("exit %d, %d items, results %v", code, len(rl.Items), rl.Results)
+	}
+	many := strings.Replace(fc, "  spec:\n", "  spec:\n    imagePullSecrets:\n"+strings.Repeat("    - s\n", 40), 1)
+	rl, code, _ = run(t, head+many)
+	if code != 1 || len(rl.Results) == 0 || rl.Results[0].Field == nil || rl.Results[0].Field.Path != "spec.imagePullSecrets" {
+		t.Fatalf("40 pull secrets: exit %d, results %v", code, rl.Results)
+	}
+}

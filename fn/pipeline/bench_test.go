@@ -41,3 +41,26 @@ func BenchmarkValidate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoadScaling is decode → default → validate → render for policies that grow to the
+// node-pool limit (1,000): time, bytes and allocations per pool should stay flat (linear
+// cost). BENCHMARKS.md has the numbers.
+func BenchmarkLoadScaling(b *testing.B) {
+	for _, n := range []int{125, 250, 500, 1000} {
+		var doc strings.Builder
+		doc.WriteString(minimal + "  imagePullSecrets: [a, b]\n  nodePools:\n")
+		for i := range n {
+			fmt.Fprintf(&doc, "  - name: pool-%d\n    nodeSelector: {gpupolicy.dev/pool: p%d}\n    devicePlugin: {sharing: {timeSlicing: {replicas: %d}}}\n", i, i, 1+i%8)
+		}
+		data := []byte(doc.String())
+		b.Run(fmt.Sprintf("pools=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, res := pipeline.Load(data, validate.Options{Now: today}); res.HasErrors() {
+					b.Fatal(res.Text(""))
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n)/1e3, "µs/pool")
+		})
+	}
+}

@@ -6,6 +6,10 @@
 package pipeline
 
 import (
+	"context"
+	"errors"
+	"fmt"
+
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
@@ -17,13 +21,31 @@ import (
 // results hold an error: there is never half an output. The policy is nil when it could not
 // be decoded.
 func Load(data []byte, opts validate.Options) (*v1alpha1.GPUPolicy, render.Objects, validate.Results) {
-	return rendered(Validate(data, opts))
+	return LoadContext(context.Background(), data, opts)
+}
+
+// LoadContext is Load that stops once ctx is done (a signal to `gpupolicy-fn render`): the
+// results then hold one error, ErrInterrupted's text, and there are no objects.
+func LoadContext(ctx context.Context, data []byte, opts validate.Options) (*v1alpha1.GPUPolicy, render.Objects, validate.Results) {
+	p, res := Validate(data, opts)
+	if err := ctx.Err(); err != nil {
+		return p, nil, append(res, interrupted(err)...)
+	}
+	return rendered(ctx, p, res)
+}
+
+// ErrInterrupted is why a call whose context was cancelled returned no objects.
+var ErrInterrupted = errors.New("interrupted")
+
+func interrupted(err error) validate.Results {
+	return validate.Results{{Severity: validate.SeverityError, Message: fmt.Sprintf("%v (%v): nothing was rendered", ErrInterrupted, err)}}
 }
 
 // LoadNode is Load for a parsed document (a KRM function's functionConfig or item).
 func LoadNode(n *yaml.Node, opts validate.Options) (*v1alpha1.GPUPolicy, render.Objects, validate.Results) {
 	p, err := v1alpha1.DecodeNode(n)
-	return rendered(checked(p, err, opts))
+	p, res := checked(p, err, opts)
+	return rendered(context.Background(), p, res)
 }
 
 // Validate is Load without rendering: decode, default, validate. On decoding errors the
@@ -45,11 +67,14 @@ func checked(p *v1alpha1.GPUPolicy, err error, opts validate.Options) (*v1alpha1
 	return p, validate.Policy(p, written, opts)
 }
 
-func rendered(p *v1alpha1.GPUPolicy, res validate.Results) (*v1alpha1.GPUPolicy, render.Objects, validate.Results) {
+func rendered(ctx context.Context, p *v1alpha1.GPUPolicy, res validate.Results) (*v1alpha1.GPUPolicy, render.Objects, validate.Results) {
 	if p == nil || res.HasErrors() {
 		return p, nil, res
 	}
-	objs, err := render.Render(p)
+	objs, err := render.RenderContext(ctx, p)
+	if ctx.Err() != nil {
+		return p, nil, append(res, interrupted(ctx.Err())...)
+	}
 	if err != nil {
 		return p, nil, append(res, renderResults(err)...)
 	}

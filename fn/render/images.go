@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // images are the resolved, pinned references of every image the output runs.
@@ -34,13 +35,21 @@ func resolveImages(s *v1alpha1.Spec) (images, error) {
 				"must be a repository without tag or digest: the tag is derived from the version field next to it"))
 		}
 	}
+	// NVIDIA tags its driver images <version>-<os> ("580.95.05-ubuntu24.04"), the version
+	// spelt as the node agent's rule writes it (validation refuses any other spelling). Only
+	// source=container runs the image.
+	driverTag := s.Driver.Version
+	if v, err := config.CheckDriverVersion(s.Driver.Version); err == nil {
+		driverTag = v.String()
+	} else if s.Driver.Source == v1alpha1.SourceContainer {
+		errs = append(errs, field.Invalid(spec.Child("driver", "version"), s.Driver.Version, err.Error()))
+	}
 	if len(errs) > 0 {
 		return images{}, v1alpha1.FieldErrors(errs)
 	}
 	return images{
 		gpupolicy: mirror(s.Registry, gp),
-		// NVIDIA tags its driver images <version>-<os> ("580.95.05-ubuntu24.04").
-		driver: mirror(s.Registry, s.Driver.Image+":"+s.Driver.Version+"-"+s.Driver.OS),
+		driver:    mirror(s.Registry, s.Driver.Image+":"+driverTag+"-"+s.Driver.OS),
 		// and its toolkit images v<version>.
 		toolkit: mirror(s.Registry, s.Toolkit.Image+":v"+strings.TrimPrefix(s.Toolkit.Version, "v")),
 	}, nil

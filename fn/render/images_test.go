@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
@@ -43,5 +44,23 @@ func TestResolveImagesErrors(t *testing.T) {
 	fe, ok := err.(v1alpha1.FieldErrors)
 	if !ok || len(fe) != 2 || fe[0].Field != "spec.images.gpupolicy" || fe[1].Field != "spec.driver.image" {
 		t.Fatalf("want errors on spec.images.gpupolicy and spec.driver.image, got %v", err)
+	}
+}
+
+// TestDriverImageTagByTheAgentsRule: the driver image tag is the version as plugin/config's
+// rule spells it; a spelling the rule refuses ("580.95.5", no such tag) is an error on
+// spec.driver.version, never an image reference.
+func TestDriverImageTagByTheAgentsRule(t *testing.T) {
+	s := &v1alpha1.Spec{Driver: v1alpha1.Driver{Source: v1alpha1.SourceContainer, Image: "nvcr.io/nvidia/driver", Version: "580.95.05", OS: "ubuntu24.04"},
+		Toolkit: v1alpha1.Toolkit{Image: "nvcr.io/nvidia/k8s/container-toolkit"}, Images: v1alpha1.Images{GPUPolicy: "ghcr.io/gpupolicy/gpupolicy:v1"}}
+	im, err := resolveImages(s)
+	if err != nil || im.driver != "nvcr.io/nvidia/driver:580.95.05-ubuntu24.04" {
+		t.Fatalf("driver image %q, %v", im.driver, err)
+	}
+	s.Driver.Version = "580.95.5"
+	_, err = resolveImages(s)
+	fe, ok := err.(v1alpha1.FieldErrors)
+	if !ok || len(fe) != 1 || fe[0].Field != "spec.driver.version" || !strings.Contains(fe[0].Detail, `write "580.95.05"`) {
+		t.Fatalf("want one error on spec.driver.version naming 580.95.05, got %v", err)
 	}
 }

@@ -22,6 +22,7 @@
 package render
 
 import (
+	"context"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,14 +99,24 @@ var renderers = []renderer{
 // Render expands p, which must be defaulted (v1alpha1.Default) and free of validation errors,
 // into every object, sorted and with the ordering metadata of spec.gitops applied. Rendering
 // is pure: the same policy gives the same objects. The few problems only rendering can see
-// are returned as v1alpha1.FieldErrors naming the policy field.
+// are returned as v1alpha1.FieldErrors naming the policy field; an object the API server
+// would refuse for its size (size.go) is an error naming the object and the limit.
 func Render(p *v1alpha1.GPUPolicy) (Objects, error) {
+	return RenderContext(context.Background(), p)
+}
+
+// RenderContext is Render that stops between components once ctx is done, returning its
+// error.
+func RenderContext(ctx context.Context, p *v1alpha1.GPUPolicy) (Objects, error) {
 	c, err := newPlan(p)
 	if err != nil {
 		return nil, err
 	}
 	var out Objects
 	for _, r := range renderers {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		objs, err := r(c)
 		if err != nil {
 			return nil, err
@@ -114,6 +125,12 @@ func Render(p *v1alpha1.GPUPolicy) (Objects, error) {
 	}
 	sortObjects(out)
 	if err := applyOrdering(p.Spec.GitOps, out); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkSizes(out); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -36,6 +36,27 @@ type Input struct {
 	Results validate.Results
 }
 
+// maxFileBytes bounds one file of rendered objects (a `kustomize build` of the largest policy
+// the limits allow is about 10 MiB); a policy file has its own, smaller limit
+// (v1alpha1.MaxPolicyBytes).
+const maxFileBytes = 64 << 20
+
+// readFile reads a file up to maxFileBytes.
+func readFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	if err := v1alpha1.CheckSize(path, st.Size(), maxFileBytes); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	return data, nil
+}
+
 // Load reads POLICY|DIR|FILE. Every error starts with the file it is about, so a caller may
 // put its flag in front ("-f " + err).
 func Load(path string, opts validate.Options) (*Input, error) {
@@ -48,9 +69,9 @@ func Load(path string, opts validate.Options) (*Input, error) {
 		in.Objects, err = readDir(path)
 		return in, err
 	}
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
-		return nil, fileError(path, err)
+		return nil, err
 	}
 	if isPolicy(data) {
 		p, objs, res := pipeline.Load(data, opts)
@@ -111,9 +132,9 @@ func readDir(dir string) ([]*unstructured.Unstructured, error) {
 	sort.Strings(files)
 	var out []*unstructured.Unstructured
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := readFile(f)
 		if err != nil {
-			return nil, fileError(f, err)
+			return nil, err
 		}
 		objs, err := Decode(f, data)
 		if err != nil {

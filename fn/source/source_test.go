@@ -93,3 +93,20 @@ func TestLoadPolicyRenders(t *testing.T) {
 		t.Fatalf("a policy must be rendered: policy %v, %d objects", in.Policy, len(in.Objects))
 	}
 }
+
+// TestLoadLimits: a policy file over v1alpha1.MaxPolicyBytes and a file of rendered objects
+// over 64 MiB are refused naming the file and the limit (the second before it is read).
+func TestLoadLimits(t *testing.T) {
+	dir := t.TempDir()
+	policy := "apiVersion: gpupolicy.dev/v1alpha1\nkind: GPUPolicy\nmetadata: {name: b}\n" + strings.Repeat("# padding\n", 120_000)
+	if _, err := Load(write(t, dir, "big-policy.yaml", policy), validate.Options{}); err == nil || !strings.Contains(err.Error(), "over the 1 MiB limit") {
+		t.Errorf("big policy: %v", err)
+	}
+	huge := write(t, dir, "huge.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")
+	if err := os.Truncate(huge, 65<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(huge, validate.Options{}); err == nil || !strings.Contains(err.Error(), "huge.yaml is over the 64 MiB limit") {
+		t.Errorf("huge rendered file: %v", err)
+	}
+}

@@ -21,7 +21,7 @@ func (c *checker) cudaMatrix(s *v1alpha1.Spec, p *field.Path) {
 		return
 	}
 	dv, err := matrix.ParseVersion(s.Driver.Version)
-	if err != nil || !driverRE.MatchString(s.Driver.Version) {
+	if _, cerr := config.CheckDriverVersion(s.Driver.Version); err != nil || cerr != nil {
 		return // reported at driver.version
 	}
 	if dv.Less(matrix.MustParse(facts.MinDriver)) {

@@ -20,7 +20,6 @@ var (
 	kubeNearRE   = regexp.MustCompile(`^v?(1\.[0-9]{1,3})(\.[0-9]+)?$`)
 	minorRE      = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}$`)
 	minorNearRE  = regexp.MustCompile(`^v?([0-9]{1,3}\.[0-9]{1,3})(\.[0-9]+)?$`)
-	driverRE     = regexp.MustCompile(`^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
 	cudaRE       = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
 	semverRE     = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$`)
 	semverNearRE = regexp.MustCompile(`^v([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})$`)
@@ -141,8 +140,7 @@ func (c *checker) containerRuntime(s *v1alpha1.Spec, p *field.Path) {
 func (c *checker) driver(s *v1alpha1.Spec, p *field.Path) {
 	d := &s.Driver
 	c.oneOf(p.Child("source"), d.Source, v1alpha1.SourcePreinstalled, v1alpha1.SourceContainer)
-	if c.required(p.Child("version"), d.Version, "580.95.05") &&
-		c.versionFormat(p.Child("version"), d.Version, driverRE, nil, `"580.95.05" (branch.minor.patch as nvidia-smi prints it)`) {
+	if c.required(p.Child("version"), d.Version, "580.95.05") && c.driverVersion(p.Child("version"), d.Version) {
 		c.driverLifecycle(d.Version, p.Child("version"))
 	}
 	if c.oneOf(p.Child("enforce"), d.Enforce, v1alpha1.EnforceExact, v1alpha1.EnforceBranch, v1alpha1.EnforceNone) && d.Enforce == v1alpha1.EnforceNone {
@@ -152,6 +150,17 @@ func (c *checker) driver(s *v1alpha1.Spec, p *field.Path) {
 	if !driverOSRE.MatchString(d.OS) {
 		c.errorf(p.Child("os"), d.OS, "%q is not an OS tag of NVIDIA's driver image: use e.g. \"ubuntu24.04\", \"ubuntu22.04\" or \"rhel9.4\"", d.OS)
 	}
+}
+
+// driverVersion applies the node agent's own rule (config.CheckDriverVersion), so the
+// function never renders a version the agent's config loader refuses or compares differently:
+// "580.95.5" is refused with the spelling to write, "580.95.05".
+func (c *checker) driverVersion(p *field.Path, v string) bool {
+	if _, err := config.CheckDriverVersion(v); err != nil {
+		c.errorf(p, v, "%v", err)
+		return false
+	}
+	return true
 }
 
 func (c *checker) cuda(s *v1alpha1.Spec, p *field.Path) {

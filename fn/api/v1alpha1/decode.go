@@ -24,22 +24,72 @@ func (e FieldErrors) Error() string { return field.ErrorList(e).ToAggregate().Er
 
 // Decode strictly decodes one GPUPolicy document: unknown fields, wrong types, duplicate keys
 // and unquoted numbers where a string belongs (an unquoted 12.10 is the float 12.1 to YAML)
-// are errors that name their field path and line. A YAML syntax error is returned as is.
-// The result is not defaulted.
+// are errors that name their field path and line. Input over MaxPolicyBytes, text that is not
+// UTF-8 and a YAML syntax error anywhere in the file (in any of its documents) are errors
+// too; a file must hold exactly one document that is not empty. YAML merge keys (<<: *base)
+// are read as kustomize reads them. The result is not defaulted.
 func Decode(data []byte) (*GPUPolicy, error) {
+	if err := CheckSize("the policy file", int64(len(data)), MaxPolicyBytes); err != nil {
+		return nil, err
+	}
+	if err := CheckText("the policy file", data); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
+	var policy *yaml.Node
+	for doc := 1; ; doc++ {
+		n := &yaml.Node{}
+		err := dec.Decode(n)
 		if errors.Is(err, io.EOF) {
-			return nil, errors.New("the policy file is empty: it must hold one GPUPolicy document")
+			break
 		}
-		return nil, fmt.Errorf("YAML syntax: %w", err)
+		if err != nil {
+			if doc == 1 {
+				return nil, fmt.Errorf("YAML syntax: %w", err)
+			}
+			return nil, fmt.Errorf("YAML syntax in document %d (it starts at line %d): %w", doc, documentStart(data, doc), err)
+		}
+		switch {
+		case isEmptyDocument(n):
+		case policy != nil:
+			return nil, fmt.Errorf("the policy file holds more than one YAML document (document %d, line %d): keep one GPUPolicy per file", doc, documentStart(data, doc))
+		default:
+			policy = n
+		}
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil && !isEmptyDocument(&extra) {
-		return nil, fmt.Errorf("the policy file holds more than one YAML document (line %d): keep one GPUPolicy per file", extra.Line)
+	if policy == nil {
+		return nil, errors.New("the policy file is empty: it must hold one GPUPolicy document")
 	}
-	return DecodeNode(&doc)
+	return DecodeNode(policy)
+}
+
+// documentStart is the line where document doc (from 1) of a YAML stream begins: after its
+// "---" marker, or line 1 for a first document without one. A marker before any content opens
+// the first document; every later one separates two.
+func documentStart(data []byte, doc int) int {
+	line, seps, content := 1, 0, false
+	for rest := data; len(rest) > 0; line++ {
+		l, after, _ := bytes.Cut(rest, []byte("\n"))
+		rest = after
+		t := bytes.TrimRight(l, " \t\r")
+		if bytes.Equal(t, []byte("---")) || bytes.HasPrefix(t, []byte("--- ")) {
+			if content {
+				seps++
+			}
+			content = true
+			if seps == doc-1 {
+				if len(t) > 3 {
+					return line // "--- {...}": the document starts on the marker's line
+				}
+				return line + 1
+			}
+			continue
+		}
+		if len(t) > 0 && t[0] != '#' && t[0] != '%' {
+			content = true
+		}
+	}
+	return 1
 }
 
 func isEmptyDocument(n *yaml.Node) bool {
@@ -52,11 +102,15 @@ func DecodeNode(n *yaml.Node) (*GPUPolicy, error) {
 		n = n.Content[0]
 	}
 	p := &GPUPolicy{}
-	var errs field.ErrorList
 	if n.Kind != yaml.MappingNode {
 		return nil, FieldErrors{field.TypeInvalid(field.NewPath("<document>"), kindName(n), "a GPUPolicy must be a YAML mapping with apiVersion, kind, metadata and spec")}
 	}
-	decodeValue(n, reflect.ValueOf(p).Elem(), nil, nil, &errs)
+	d := &decoder{budget: maxDecodedValues, merging: map[*yaml.Node]bool{}}
+	d.value(n, reflect.ValueOf(p).Elem(), nil, nil)
+	errs := d.errs
+	if d.dropped > 0 {
+		errs = append(errs, field.Forbidden(field.NewPath("<document>"), fmt.Sprintf("%d more errors not shown: fix the ones above first (is this file a GPUPolicy?)", d.dropped)))
+	}
 	if p.APIVersion != APIVersion && !hasError(errs, "apiVersion") {
 		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), p.APIVersion, []string{APIVersion}))
 	}
@@ -78,71 +132,130 @@ func hasError(errs field.ErrorList, path string) bool {
 	return false
 }
 
-// decodeValue sets v from n, appending one error per problem and carrying on, so a user sees
+// maxDecodedValues bounds the YAML values one decode visits. Aliases and merge keys let a
+// small file name the same value many times (a "billion laughs"); the entry limits bound every
+// list and map, and this bounds their product. A policy at every limit stays far below it.
+const maxDecodedValues = 2_000_000
+
+// decoder carries one decode's errors and what bounds its work.
+type decoder struct {
+	// errs are the first maxDecodeErrors errors; dropped counts the others.
+	errs    field.ErrorList
+	dropped int
+	// budget is how many more YAML values may be visited; at 0 decoding stops with one error.
+	budget int
+	// merging holds the mappings whose merge keys are being expanded, so a mapping that
+	// merges itself (a: &a {<<: *a}) is an error, not an endless loop.
+	merging map[*yaml.Node]bool
+}
+
+func (d *decoder) add(e *field.Error) {
+	if !d.room() {
+		d.dropped++
+		return
+	}
+	d.errs = append(d.errs, e)
+}
+
+// room says whether another error is kept; callers skip wording one that would be dropped.
+func (d *decoder) room() bool { return len(d.errs) < maxDecodeErrors }
+
+// spend takes one visit from the budget; false once it is spent (reported once).
+func (d *decoder) spend(fp *field.Path, n *yaml.Node) bool {
+	if d.budget <= 0 {
+		return false
+	}
+	d.budget--
+	if d.budget == 0 { // kept past maxDecodeErrors: it says why decoding stopped
+		d.errs = append(d.errs, field.Forbidden(fp, fmt.Sprintf("line %d: the policy expands to more than %d YAML values through aliases (*name) and merge keys (<<): write the values out, or alias fewer of them", n.Line, maxDecodedValues)))
+		return false
+	}
+	return true
+}
+
+// value sets v from n, appending one error per problem and carrying on, so a user sees
 // every mistake of a file at once. path is nil at the document root; rng is the field's
 // entry in Limits, if any, for a number too large to decode.
-func decodeValue(n *yaml.Node, v reflect.Value, path *field.Path, rng *Range, errs *field.ErrorList) {
+func (d *decoder) value(n *yaml.Node, v reflect.Value, path *field.Path, rng *Range) {
 	for n.Kind == yaml.AliasNode {
 		n = n.Alias
+	}
+	fp := pathOrRoot(path)
+	if !d.spend(fp, n) {
+		return
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // an explicit null reads as unset, like an absent field
 	}
-	fp := pathOrRoot(path)
 	switch v.Kind() {
 	case reflect.Pointer:
 		elem := reflect.New(v.Type().Elem())
-		decodeValue(n, elem.Elem(), path, rng, errs)
+		d.value(n, elem.Elem(), path, rng)
 		v.Set(elem)
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			*errs = append(*errs, typeError(fp, n, "a mapping"))
+			d.add(typeError(fp, n, "a mapping"))
 			return
 		}
 		fields := jsonFields(v.Type())
-		eachPair(n, fp, func(k string) *field.Path { return child(path, k) }, errs, func(key string, keyNode, val *yaml.Node) {
+		for _, kv := range d.pairs(n, fp, func(k string) *field.Path { return child(path, k) }, -1) {
+			key := kv.key.Value
 			idx, ok := fields[key]
+			if !ok && !d.room() {
+				d.dropped++
+				continue
+			}
 			if !ok {
-				*errs = append(*errs, unknownField(child(path, key), key, keyNode.Line, fields))
-				return
+				d.add(unknownField(child(path, key), key, kv.key.Line, fields))
+				continue
 			}
 			var r *Range
 			if lim, ok := Limits[v.Type().Name()+"."+v.Type().Field(idx).Name]; ok {
 				r = &lim
 			}
-			decodeValue(val, v.Field(idx), child(path, key), r, errs)
-		})
+			d.value(kv.val, v.Field(idx), child(path, key), r)
+		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			*errs = append(*errs, typeError(fp, n, "a mapping of strings"))
+			d.add(typeError(fp, n, "a mapping of strings"))
 			return
 		}
-		m := reflect.MakeMap(v.Type())
-		eachPair(n, fp, fp.Key, errs, func(key string, _, val *yaml.Node) {
+		limit := entryLimit(fp.String())
+		pairs := d.pairs(n, fp, fp.Key, limit.Max)
+		if len(pairs) > limit.Max {
+			d.add(tooManyError(fp, n, limit))
+			return
+		}
+		m := reflect.MakeMapWithSize(v.Type(), len(pairs))
+		for _, kv := range pairs {
 			elem := reflect.New(v.Type().Elem()).Elem()
-			decodeValue(val, elem, fp.Key(key), nil, errs)
-			m.SetMapIndex(reflect.ValueOf(key), elem)
-		})
+			d.value(kv.val, elem, fp.Key(kv.key.Value), nil)
+			m.SetMapIndex(reflect.ValueOf(kv.key.Value), elem)
+		}
 		v.Set(m)
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			*errs = append(*errs, typeError(fp, n, "a list"))
+			d.add(typeError(fp, n, "a list"))
+			return
+		}
+		if limit := entryLimit(fp.String()); len(n.Content) > limit.Max {
+			d.add(tooManyError(fp, n, limit))
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, item := range n.Content {
-			decodeValue(item, s.Index(i), fp.Index(i), rng, errs)
+			d.value(item, s.Index(i), fp.Index(i), rng)
 		}
 		v.Set(s)
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-			*errs = append(*errs, stringError(fp, n))
+			d.add(stringError(fp, n))
 			return
 		}
 		v.SetString(n.Value)
 	case reflect.Bool:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-			*errs = append(*errs, typeError(fp, n, "true or false"))
+			d.add(typeError(fp, n, "true or false"))
 			return
 		}
 		b, _ := strconv.ParseBool(strings.ToLower(n.Value))
@@ -151,10 +264,10 @@ func decodeValue(n *yaml.Node, v reflect.Value, path *field.Path, rng *Range, er
 		i, err := scalarInt(n)
 		switch {
 		case errors.Is(err, errTooLarge) || err == nil && v.OverflowInt(i):
-			*errs = append(*errs, tooLarge(fp, n, rng))
+			d.add(tooLarge(fp, n, rng))
 			return
 		case err != nil:
-			*errs = append(*errs, typeError(fp, n, "a whole number"))
+			d.add(typeError(fp, n, "a whole number"))
 			return
 		}
 		v.SetInt(i)
@@ -162,10 +275,10 @@ func decodeValue(n *yaml.Node, v reflect.Value, path *field.Path, rng *Range, er
 		i, err := scalarInt(n)
 		switch {
 		case errors.Is(err, errTooLarge) || err == nil && i >= 0 && v.OverflowUint(uint64(i)):
-			*errs = append(*errs, tooLarge(fp, n, rng))
+			d.add(tooLarge(fp, n, rng))
 			return
 		case err != nil || i < 0:
-			*errs = append(*errs, typeError(fp, n, "a whole number ≥ 0"))
+			d.add(typeError(fp, n, "a whole number ≥ 0"))
 			return
 		}
 		v.SetUint(uint64(i))
@@ -174,21 +287,114 @@ func decodeValue(n *yaml.Node, v reflect.Value, path *field.Path, rng *Range, er
 	}
 }
 
-func eachPair(n *yaml.Node, fp *field.Path, childPath func(string) *field.Path, errs *field.ErrorList, fn func(key string, keyNode, val *yaml.Node)) {
+// tooManyError refuses a list or map over its entry limit, with the count where the file
+// itself writes that many (a map that reaches it only through merge keys says "more than").
+func tooManyError(fp *field.Path, n *yaml.Node, l EntryLimit) *field.Error {
+	count := fmt.Sprintf("%d items", len(n.Content))
+	if n.Kind == yaml.MappingNode {
+		count = fmt.Sprintf("more than %d entries", l.Max)
+		if len(n.Content)/2 > l.Max {
+			count = fmt.Sprintf("%d entries", len(n.Content)/2)
+		}
+	}
+	return field.Forbidden(fp, fmt.Sprintf("line %d: has %s, over the limit of %d for %s (see Limits in the GPUPolicy reference): %s", n.Line, count, l.Max, l.Field, l.Fix))
+}
+
+// keyValue is one entry of a mapping.
+type keyValue struct{ key, val *yaml.Node }
+
+// pairs returns the entries of mapping n with its merge key applied the way kustomize's kyaml
+// reads it (yaml.DeAnchor): "<<: *base" or "<<: [*a, *b]" adds the entries of the named
+// mappings that n does not set itself, an earlier mapping of the list winning over a later
+// one. Keys that are not plain strings and keys written twice in n are errors. Once more than
+// stopAfter entries are found (stopAfter ≥ 0) it returns without looking further: the caller
+// refuses the mapping anyway.
+func (d *decoder) pairs(n *yaml.Node, fp *field.Path, childPath func(string) *field.Path, stopAfter int) []keyValue {
 	seen := map[string]int{}
+	var own []keyValue
+	var merge *yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			*errs = append(*errs, field.Invalid(fp, kindName(k), fmt.Sprintf("line %d: keys must be plain strings", k.Line)))
+		if !d.spend(fp, k) {
+			return own
+		}
+		switch {
+		case k.Kind == yaml.ScalarNode && k.Tag == "!!merge":
+			if merge != nil {
+				d.add(field.Invalid(fp, "<<", fmt.Sprintf("line %d: a second merge key (<<) in one mapping: merge several mappings with one, <<: [*a, *b]", k.Line)))
+				continue
+			}
+			merge = val
+			continue
+		case k.Kind != yaml.ScalarNode:
+			d.add(field.Invalid(fp, kindName(k), fmt.Sprintf("line %d: keys must be plain strings", k.Line)))
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
-			*errs = append(*errs, field.Duplicate(childPath(k.Value), fmt.Sprintf("%s (lines %d and %d): remove one", k.Value, first, k.Line)))
+			d.add(field.Duplicate(childPath(k.Value), fmt.Sprintf("%s (lines %d and %d): remove one", k.Value, first, k.Line)))
 			continue
 		}
 		seen[k.Value] = k.Line
-		fn(k.Value, k, val)
+		own = append(own, keyValue{k, val})
+		if stopAfter >= 0 && len(own) > stopAfter {
+			return own
+		}
 	}
+	if merge == nil {
+		return own
+	}
+	if d.merging[n] {
+		d.add(field.Invalid(fp, "<<", fmt.Sprintf("line %d: the mapping merges itself (<<): merge another mapping", merge.Line)))
+		return own
+	}
+	d.merging[n] = true
+	defer delete(d.merging, n)
+	out := own
+	for _, m := range d.mergeSources(merge, fp) {
+		for _, kv := range d.pairs(m, fp, childPath, stopAfter) {
+			if _, ok := seen[kv.key.Value]; ok {
+				continue
+			}
+			seen[kv.key.Value] = kv.key.Line
+			out = append(out, kv)
+			if stopAfter >= 0 && len(out) > stopAfter {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// mergeSources are the mappings a merge key's value names, in the order they take effect.
+func (d *decoder) mergeSources(v *yaml.Node, fp *field.Path) []*yaml.Node {
+	wrong := func(n *yaml.Node) []*yaml.Node {
+		d.add(field.Invalid(fp, "<<", fmt.Sprintf("line %d: a merge key (<<) takes a mapping, an alias of one (*base) or a list of aliases ([*a, *b]), not %s", n.Line, kindName(n))))
+		return nil
+	}
+	resolve := func(n *yaml.Node) *yaml.Node {
+		for n.Kind == yaml.AliasNode {
+			n = n.Alias
+		}
+		return n
+	}
+	switch v = resolve(v); v.Kind {
+	case yaml.MappingNode:
+		return []*yaml.Node{v}
+	case yaml.SequenceNode:
+		out := make([]*yaml.Node, 0, len(v.Content))
+		for _, item := range v.Content {
+			if !d.spend(fp, item) {
+				return out
+			}
+			m := resolve(item)
+			if m.Kind != yaml.MappingNode {
+				return wrong(item)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	return wrong(v)
 }
 
 // errTooLarge: a whole number that does not fit an int64. YAML resolves such a literal

@@ -2,9 +2,13 @@ package v1alpha1
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
 const minimal = `apiVersion: gpupolicy.dev/v1alpha1
@@ -156,5 +160,184 @@ func TestDecodeSyntaxAndShape(t *testing.T) {
 		if _, err := Decode([]byte(doc)); err == nil {
 			t.Errorf("%s: want an error", name)
 		}
+	}
+}
+
+func TestDecodeReadsEveryDocument(t *testing.T) {
+	for name, c := range map[string]struct{ doc, want string }{
+		// The second document's syntax error used to be ignored: the first policy was rendered.
+		"broken second document": {minimal + "---\nspec: {gitops: [\n", "YAML syntax in document 2 (it starts at line 10)"},
+		"broken third document":  {minimal + "---\n# nothing\n---\na: [b\n", "document 3 (it starts at line 12)"},
+		"second policy":          {minimal + "---\n" + minimal, "more than one YAML document (document 2, line 10)"},
+		"explicit first marker":  {"---\n" + minimal + "---\nx: [\n", "document 2 (it starts at line 11)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Decode([]byte(c.doc))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+	for name, doc := range map[string]string{
+		"trailing empty document": minimal + "---\n",
+		"leading empty document":  "---\n---\n" + minimal,
+		"comment-only document":   minimal + "---\n# the end\n",
+	} {
+		if _, err := Decode([]byte(doc)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestDecodeRefusesWhatIsNotUTF8Text(t *testing.T) {
+	latin1 := strings.Replace(minimal, "name: fleet", "name: fleet\n  labels: {owner: Jos\xe9}", 1)
+	_, err := Decode([]byte(latin1))
+	for _, w := range []string{"not UTF-8", "line 5, column 22 (byte offset 96)", "0xE9", "iconv"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v does not contain %q", err, w)
+		}
+	}
+	_, err = Decode([]byte(minimal + "  gitops: \"flux\x00\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "control character U+0000 at line 9, column 16") {
+		t.Errorf("NUL: %v", err)
+	}
+	_, err = Decode([]byte(minimal + "  gitops: \"flux\u0080\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "control character U+0080 at line 9, column 16") {
+		t.Errorf("C1 control: %v", err)
+	}
+	if _, err := Decode([]byte("\ufeff" + minimal)); err != nil {
+		t.Errorf("a UTF-8 byte order mark is UTF-8: %v", err)
+	}
+}
+
+// mergePolicy uses merge keys where a person would: shared pool settings and a selector base.
+const mergePolicy = `apiVersion: gpupolicy.dev/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: fleet
+spec:
+  kubernetesVersion: "1.34"
+  driver: {version: "580.95.05"}
+  cuda: {version: "12.8"}
+  nodeSelector: &gpu {nvidia.com/gpu.present: "true"}
+  devicePlugin: &dp
+    migStrategy: single
+    sharing: {timeSlicing: {replicas: 2}}
+  nodePools:
+  - name: inference
+    nodeSelector:
+      <<: *gpu
+      pool: inference
+    devicePlugin:
+      <<: *dp
+      sharing: {timeSlicing: {replicas: 4}}
+  - name: training
+    nodeSelector: {<<: [{pool: training, zone: a}, {zone: b, rack: r1}]}
+    devicePlugin: {<<: *dp}
+`
+
+// TestDecodeMergeKeysAsKustomizeReadsThem: render -f reads merge keys exactly as kustomize
+// does (kyaml's DeAnchor, which the KRM path receives); before, render -f refused "<<" as an
+// unknown field.
+func TestDecodeMergeKeysAsKustomizeReadsThem(t *testing.T) {
+	got, err := Decode([]byte(mergePolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn, err := kyaml.Parse(mergePolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rn.DeAnchor(); err != nil {
+		t.Fatal(err)
+	}
+	want, err := Decode([]byte(rn.MustString()))
+	if err != nil {
+		t.Fatalf("kyaml's expansion does not decode: %v\n%s", err, rn.MustString())
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded differently from kyaml's expansion:\n got %+v\nwant %+v\nkyaml:\n%s", got.Spec.NodePools, want.Spec.NodePools, rn.MustString())
+	}
+	tr := got.Spec.NodePools[1]
+	if tr.NodeSelector["zone"] != "a" || tr.NodeSelector["rack"] != "r1" || got.Spec.NodePools[0].DevicePlugin.Sharing.TimeSlicing.GetReplicas() != 4 {
+		t.Errorf("merge precedence: %v %+v", tr.NodeSelector, got.Spec.NodePools[0].DevicePlugin.Sharing)
+	}
+}
+
+func TestDecodeMergeKeyMistakes(t *testing.T) {
+	for name, c := range map[string]struct{ doc, want string }{
+		"merges a list":   {minimal + "  nodeSelector: {<<: [a, b]}\n", "a merge key (<<) takes a mapping"},
+		"merges a scalar": {minimal + "  toolkit: {<<: x}\n", "a merge key (<<) takes a mapping"},
+		"merges itself":   {minimal + "  toolkit: &t {<<: *t}\n", "merges itself"},
+		"two merge keys":  {minimal + "  toolkit: {<<: {cdi: true}, <<: {cdi: false}}\n", "a second merge key"},
+		"merged unknown":  {minimal + "  toolkit: {<<: {cdii: true}}\n", `spec.toolkit.cdii`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Decode([]byte(c.doc))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestDecodeLimits(t *testing.T) {
+	list := func(n int, f string) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, f, i)
+		}
+		return b.String()
+	}
+	for name, c := range map[string]struct{ doc, want string }{
+		"pull secrets": {minimal + "  imagePullSecrets: [" + list(33, "s%d, ") + "]\n",
+			"spec.imagePullSecrets: Forbidden: line 9: has 33 items, over the limit of 32 for spec.imagePullSecrets"},
+		"node selector": {minimal + "  nodeSelector: {" + list(33, "k%d: v, ") + "}\n", "has 33 entries, over the limit of 32"},
+		"merged over the limit": {minimal + "  nodeSelector: {<<: {" + list(20, "a%d: v, ") + "}, " + list(20, "b%d: v, ") + "}\n",
+			"has more than 32 entries, over the limit of 32 for spec.nodeSelector"},
+		"pool selector": {minimal + "  nodePools:\n  - {name: a, nodeSelector: {" + list(40, "k%d: v, ") + "}}\n",
+			"spec.nodePools[0].nodeSelector: Forbidden: line 10: has 40 entries, over the limit of 32 for spec.nodePools[*].nodeSelector"},
+		"pools":  {minimal + "  nodePools:\n" + list(1001, "  - {name: p%d, nodeSelector: {a: b}}\n"), "has 1001 items, over the limit of 1000"},
+		"labels": {strings.Replace(minimal, "name: fleet", "name: fleet\n  labels: {"+list(257, "l%d: v, ")+"}", 1), "over the limit of 256 for metadata.labels"},
+		// 3,000 merges of a 1,000-key mapping: 27 KB of YAML naming 3 million values.
+		"merge bomb": {minimal + "  images: &big {" + list(1000, "k%d: v, ") + "}\n  toolkit: {<<: [" + strings.Repeat("*big, ", 3000) + "]}\n",
+			"expands to more than 2000000 YAML values"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Decode([]byte(c.doc))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestReferenceListsEveryLimit keeps the reference's Limits table in step with limits.go.
+func TestReferenceListsEveryLimit(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := string(b)
+	_, table, _ := strings.Cut(ref, "\n## Limits\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	for _, l := range EntryLimits {
+		row := ""
+		for _, line := range strings.Split(table, "\n") {
+			if strings.Contains(line, "`"+l.Field+"`") {
+				row = line
+			}
+		}
+		if !strings.Contains(row, fmt.Sprintf("| %d ", l.Max)) {
+			t.Errorf("the Limits table has no row naming `%s` with %d: %q", l.Field, l.Max, row)
+		}
+	}
+	for _, want := range []string{"| 1 MiB |", "| 16 MiB |", fmt.Sprintf("any other list or map | %d entries", MaxEntries), "| 2,000,000 |", fmt.Sprintf("| %d |", maxDecodeErrors)} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the Limits table lacks %q", want)
+		}
+	}
+	if MaxPolicyBytes != 1<<20 || MaxResourceListBytes != 16<<20 || maxDecodedValues != 2_000_000 {
+		t.Error("a byte or value limit changed: update the Limits table and this test")
 	}
 }

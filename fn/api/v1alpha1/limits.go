@@ -1,7 +1,10 @@
 package v1alpha1
 
 import (
+	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
@@ -30,3 +33,140 @@ const (
 	// PrometheusLookback is Prometheus' default lookback delta (--query.lookback-delta).
 	PrometheusLookback = 5 * time.Minute
 )
+
+// Limits on what a policy may hold. They sit far above any real fleet and exist so a mistake
+// (a generated list gone wrong, a file that is not a policy) is refused at once with its limit
+// named, instead of costing minutes and gigabytes and rendering objects the API server refuses.
+// Decoding checks them before it reads a list's or map's entries, so the cost of a refused
+// input stays that of parsing it. The reference (README.md, "Limits") lists every one; a test
+// keeps the two in step.
+const (
+	// MaxPolicyBytes bounds a policy file (render -f, audit, diff) and the GPUPolicy of a KRM
+	// function call. A policy with every field set and 100 node pools is about 20 KiB.
+	MaxPolicyBytes = 1 << 20
+	// MaxResourceListBytes bounds the KRM function's stdin: the policy and the items passed
+	// through (a kpt package).
+	MaxResourceListBytes = 16 << 20
+	// MaxEntries bounds every list and map the table below does not name.
+	MaxEntries = 256
+	// maxDecodeErrors is how many decoding errors one file reports; a file that is not a
+	// policy at all would otherwise draw one per line.
+	maxDecodeErrors = 50
+)
+
+// EntryLimit is the most entries one list or map of a policy may hold, and how to stay below.
+type EntryLimit struct {
+	// Field is the field path, with [*] for any node pool.
+	Field string
+	Max   int
+	// Fix is what to do instead, in a few words.
+	Fix string
+}
+
+// EntryLimits are the lists and maps whose size drives the cost of rendering or the size of
+// the rendered objects.
+var EntryLimits = []EntryLimit{
+	{"metadata.labels", 256, "keep the policy's own labels few; they are not copied to the rendered objects"},
+	{"metadata.annotations", 256, "keep the policy's own annotations few; they are not copied to the rendered objects"},
+	{"spec.imagePullSecrets", 32, "one secret can hold the credentials of every registry (a .dockerconfigjson with several auths)"},
+	{"spec.nodeSelector", 32, "select GPU nodes on one or a few labels, e.g. nvidia.com/gpu.present: \"true\""},
+	{"spec.tolerations", 64, "tolerate a taint key with operator: Exists instead of listing each value"},
+	{"spec.devicePlugin.healthChecks.ignoredXIDs", 256, "list each XID once"},
+	{"spec.nodePools", 1000, "give pools that share device plugin settings one label and one pool"},
+	{"spec.nodePools[*].nodeSelector", 32, "give each pool one label that tells it apart, e.g. gpupolicy.dev/pool: <name>"},
+	{"spec.nodePools[*].devicePlugin.healthChecks.ignoredXIDs", 256, "list each XID once"},
+}
+
+// entryLimit returns the limit of the list or map at path (a field.Path's String()).
+func entryLimit(path string) EntryLimit {
+	generic := genericPath(path)
+	for _, l := range EntryLimits {
+		if l.Field == generic {
+			return l
+		}
+	}
+	return EntryLimit{Field: generic, Max: MaxEntries, Fix: "a real policy needs far fewer"}
+}
+
+// genericPath replaces list indices by [*] ("spec.nodePools[3].nodeSelector" →
+// "spec.nodePools[*].nodeSelector"); map keys ([gpu]) stay, none of the limited fields is in
+// a map.
+func genericPath(path string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(path, '[')
+		if i < 0 {
+			b.WriteString(path)
+			return b.String()
+		}
+		j := strings.IndexByte(path[i:], ']')
+		if j < 0 {
+			b.WriteString(path)
+			return b.String()
+		}
+		idx := path[i+1 : i+j]
+		b.WriteString(path[:i])
+		if idx != "" && strings.Trim(idx, "0123456789") == "" {
+			b.WriteString("[*]")
+		} else {
+			b.WriteString(path[i : i+j+1])
+		}
+		path = path[i+j+1:]
+	}
+}
+
+// CheckSize refuses input of size bytes over limit; what names it ("the policy file").
+func CheckSize(what string, size, limit int64) error {
+	if size <= limit {
+		return nil
+	}
+	return sizeError(what, byteSize(size), limit)
+}
+
+// CheckRead is CheckSize for data read through io.LimitReader(r, limit+1), whose size beyond
+// the limit is unknown.
+func CheckRead(what string, data []byte, limit int64) error {
+	if int64(len(data)) <= limit {
+		return nil
+	}
+	return sizeError(what, "more than that", limit)
+}
+
+func sizeError(what, size string, limit int64) error {
+	return fmt.Errorf("%s is over the %s limit (it is %s; see Limits in the GPUPolicy reference): a GPUPolicy is a few KiB; check that this is the right input", what, byteSize(limit), size)
+}
+
+// CheckText refuses what YAML cannot read, naming the line: bytes that are not UTF-8 (a file
+// saved as Latin-1) and control characters. YAML parsers report both without a line.
+func CheckText(what string, data []byte) error {
+	line, col := 1, 1
+	for off := 0; off < len(data); {
+		r, size := utf8.DecodeRune(data[off:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return fmt.Errorf("%s is not UTF-8: line %d, column %d (byte offset %d) holds the byte 0x%02X, which is not valid UTF-8; YAML files must be UTF-8: re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)", what, line, col, off, data[off])
+		case r == '\n':
+			line, col = line+1, 0
+		case r < 0x20 && r != '\t' && r != '\r', r == 0x7f, r >= 0x80 && r <= 0x9f && r != 0x85, r == 0xfffe, r == 0xffff:
+			// What YAML's c-printable excludes (yaml.v3 says only "control characters are
+			// not allowed").
+			return fmt.Errorf("%s holds the control character U+%04X at line %d, column %d (byte offset %d), which YAML does not allow: remove it", what, r, line, col, off)
+		}
+		off += size
+		col++
+	}
+	return nil
+}
+
+// byteSize writes n for a person: "812 bytes", "19.1 MiB".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return trimZero(fmt.Sprintf("%.1f", float64(n)/(1<<20))) + " MiB"
+	case n >= 1<<10:
+		return trimZero(fmt.Sprintf("%.1f", float64(n)/(1<<10))) + " KiB"
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+func trimZero(s string) string { return strings.TrimSuffix(s, ".0") }

@@ -10,7 +10,7 @@ var descriptions = map[string]string{
 	"ContainerRuntime.Socket":         "containerd's socket on the node; the toolkit stage uses it to verify containerd loaded the runtime handler.",
 	"ContainerRuntime.RestartMode":    "How the toolkit stage makes containerd load a changed drop-in: systemd (restart the unit), signal (signal containerd so its supervisor restarts it), none (a person restarts containerd; the gate stays closed until the handler is loaded). containerd is restarted only when the drop-in's bytes changed.",
 	"Driver.Source":                   "preinstalled: the host image has the driver and the driver stage only validates it (unprivileged). container: NVIDIA's driver container (image:<version>-<os>) builds and loads it (privileged).",
-	"Driver.Version":                  "Expected driver version, e.g. \"580.95.05\" (quote it). A node with another version is drift, see enforce.",
+	"Driver.Version":                  "Expected driver version MAJOR.MINOR[.PATCH] as nvidia-smi prints it, e.g. \"580.95.05\" (quote it). The patch has two digits: \"580.95.5\" is refused with the spelling to write, the node agent's rule (plugin/config). A node with another version is drift, see enforce.",
 	"Driver.Enforce":                  "What a node's driver must match before its toolkit gate opens: exact (the full version), branch (the same branch, e.g. 580), none (any driver; drift is only labelled).",
 	"Driver.Image":                    "Repository of NVIDIA's driver image for source=container; the tag is <version>-<os>.",
 	"CUDA.Version":                    "CUDA version of the workloads, e.g. \"12.8\" (quote it); driver.version must be at least the minimum driver of this CUDA major.",
