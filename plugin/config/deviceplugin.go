@@ -97,8 +97,13 @@ func ValidateDevicePlugin(cfg DevicePlugin) error {
 	default:
 		return fmt.Errorf("field deviceListStrategy: %q: want %s or %s", cfg.DeviceListStrategy, DeviceListCDICRI, DeviceListEnvVar)
 	}
-	if r := cfg.Sharing.TimeSlicing.Replicas; r < 1 {
+	switch r := cfg.Sharing.TimeSlicing.Replicas; {
+	case r < 1:
 		return fmt.Errorf("field sharing.timeSlicing.replicas: %d: want 1 (no sharing) or more", r)
+	case r > MaxReplicas:
+		// gpupolicy-fn refuses such a policy; a hand-edited ConfigMap must not make
+		// ListAndWatch too large for the kubelet to read (nothing would be advertised).
+		return fmt.Errorf("field sharing.timeSlicing.replicas: %d is over the limit of %d: every replica of every device goes into one ListAndWatch message, which the kubelet reads with gRPC's 4 MiB limit; use at most %d", r, MaxReplicas, MaxReplicas)
 	}
 	if _, err := RecoveryPeriod(cfg); err != nil {
 		return err

@@ -49,6 +49,7 @@ func TestLoadDevicePluginErrorsNameFileAndField(t *testing.T) {
 		{"deviceListStrategy: volume-mounts\n", `field deviceListStrategy: "volume-mounts": want cdi-cri or envvar`},
 		{"resourceName: gpu\n", `field resourceName: "gpu" is not an extended resource name like nvidia.com/gpu`},
 		{"sharing: {timeSlicing: {replicas: 0}}\n", "field sharing.timeSlicing.replicas"},
+		{"sharing: {timeSlicing: {replicas: 10000}}\n", "field sharing.timeSlicing.replicas: 10000 is over the limit of 256"},
 		{"healthChecks: {recoveryPeriod: soon}\n", "field healthChecks.recoveryPeriod"},
 		{"sharing: {timeSlicing: {replicas: many}}\n", "replicas"},
 	} {
