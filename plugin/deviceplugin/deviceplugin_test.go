@@ -16,6 +16,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/kubelettest"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/server"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
@@ -73,7 +74,7 @@ func TestRegistersWhenKubeletAppearsAfterStart(t *testing.T) {
 		}
 	}
 	time.Sleep(50 * time.Millisecond)
-	k := startKubelet(t, h.dir)
+	k := kubelettest.StartTest(t, h.dir)
 	waitRegistrations(t, k, 1, 5*time.Second)
 }
 

@@ -40,18 +40,9 @@ type setup struct {
 	productionRetry bool
 }
 
-func shortDir(t testing.TB) string {
-	dir, err := os.MkdirTemp("", "dp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 func newHarness(t testing.TB, s setup) (*harness, *kubelettest.Kubelet) {
 	t.Helper()
-	h := &harness{t: t, dir: shortDir(t), root: shortDir(t), done: make(chan error, 1)}
+	h := &harness{t: t, dir: kubelettest.ShortDir(t), root: kubelettest.ShortDir(t), done: make(chan error, 1)}
 	m, err := gpumock.New("dgxa100")
 	if err != nil {
 		t.Fatal(err)

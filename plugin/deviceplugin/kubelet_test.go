@@ -3,19 +3,7 @@ package deviceplugin_test
 import (
 	"testing"
 	"time"
-
-	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/kubelettest"
 )
-
-func startKubelet(t testing.TB, dir string) *kubelettest.Kubelet {
-	t.Helper()
-	k, err := kubelettest.Start(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Stop)
-	return k
-}
 
 // The kubelet restarts 50 times; on every second restart it also wipes the plugin sockets, as
 // a real kubelet does. Every new kubelet.sock must receive a registration.

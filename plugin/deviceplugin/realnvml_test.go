@@ -23,7 +23,7 @@ func TestRealNVML(t *testing.T) {
 	if os.Getenv("GPUPOLICY_REAL_NVML") != "1" || bin == "" {
 		t.Skip("needs a GPU: set GPUPOLICY_REAL_NVML=1 and GPU_DEVICE_PLUGIN_BIN")
 	}
-	dir := shortDir(t)
+	dir := kubelettest.ShortDir(t)
 	k, err := kubelettest.Start(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // --cdi-spec reaches the installer: a node without nvidia-ctk keeps the gate closed (exit 1,
@@ -14,9 +15,9 @@ import (
 func TestToolkitInstallCDISpecFlag(t *testing.T) {
 	root, dropIn, proc := toolkitHost(t)
 	base := []string{"toolkit", "install", "--host-root", root, "--drop-in", dropIn, "--containerd-version", "2.1",
-		"--restart-mode", "none", "--containerd-bin", "none", "--proc", proc, "--cdi-spec", toolkit.DefaultCDISpec}
+		"--restart-mode", "none", "--containerd-bin", "none", "--proc", proc, "--cdi-spec", config.CDISpecFile}
 	code, out, errs := run(base...)
-	if code != 1 || !strings.Contains(errs, "not verified: CDI spec "+toolkit.DefaultCDISpec+": nvidia-ctk is not installed on the node") ||
+	if code != 1 || !strings.Contains(errs, "not verified: CDI spec "+config.CDISpecFile+": nvidia-ctk is not installed on the node") ||
 		!strings.Contains(out, `"Verified":false`) {
 		t.Fatalf("exit %d: %s %s", code, out, errs)
 	}
@@ -27,7 +28,7 @@ func TestToolkitInstallCDISpecFlag(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "--nvidia-ctk /usr/local/nvidia/toolkit/nvidia-ctk") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if _, err := os.Stat(filepath.Join(root, toolkit.DefaultCDISpec)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(root, config.CDISpecFile)); !os.IsNotExist(err) {
 		t.Fatalf("a CDI spec appeared: %v", err)
 	}
 }

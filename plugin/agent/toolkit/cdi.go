@@ -20,10 +20,6 @@ import (
 // toolkit stage does, since it already runs the node's programs chrooted into the host: the
 // node's nvidia-ctk inspects the node's driver and GPUs and names every device by UUID.
 
-// DefaultCDISpec is where the rendered toolkit DaemonSet asks for the spec (a directory
-// containerd's default cdi_spec_dirs include).
-const DefaultCDISpec = config.CDISpecFile
-
 // cdiScratch is where nvidia-ctk writes its candidate spec (a host path, so the chrooted
 // nvidia-ctk and the installer see the same file). It is outside the CDI spec directories so
 // containerd never reads a candidate, and ends in .yaml because nvidia-ctk appends the format

@@ -73,7 +73,7 @@ func cdiHost(t *testing.T, ctkPath string) (*Installer, string) {
 		t.Fatal(err)
 	}
 	in := &Installer{HostRoot: root, DropInSource: dropIn, ContainerdVersion: "2.1", ContainerdBinary: NoBinary,
-		RestartMode: RestartNone, ProcDir: emptyProc(), CDISpec: DefaultCDISpec}
+		RestartMode: RestartNone, ProcDir: emptyProc(), CDISpec: config.CDISpecFile}
 	return in, root
 }
 
@@ -113,7 +113,7 @@ func TestCDISpecInstalled(t *testing.T) {
 	writeHost(t, root, config.ToolkitInstallDir+"/nvidia-cdi-hook", "#!/bin/sh\n", 0o755)
 	first := specFor(config.CDIKind, gpu0, "all")
 	writeHost(t, root, "/fake-ctk-spec.yaml", first, 0o644)
-	spec := filepath.Join(root, DefaultCDISpec)
+	spec := filepath.Join(root, config.CDISpecFile)
 	status := filepath.Join(root, config.ToolkitStatusFile)
 
 	// At no step of any host write may the status file (the open gate) exist without the spec.
@@ -241,13 +241,13 @@ func TestCDISpecFailures(t *testing.T) {
 				c.setup()
 			}
 			res, err := in.Install(context.Background())
-			if err != nil || res.Verified || !strings.Contains(res.Reason, c.reason) || !strings.Contains(res.Reason, DefaultCDISpec) {
+			if err != nil || res.Verified || !strings.Contains(res.Reason, c.reason) || !strings.Contains(res.Reason, config.CDISpecFile) {
 				t.Fatalf("want not verified with %q, got %+v %v", c.reason, res, err)
 			}
 			if _, err := ReadStatus(root); err != ErrNoStatus {
 				t.Fatalf("status file kept the gate open: %v", err)
 			}
-			if got := string(must(os.ReadFile(filepath.Join(root, DefaultCDISpec)))); got != good {
+			if got := string(must(os.ReadFile(filepath.Join(root, config.CDISpecFile)))); got != good {
 				t.Fatalf("last good spec replaced:\n%s", got)
 			}
 		})

@@ -249,7 +249,7 @@ func TestInstallRefusesBadLinks(t *testing.T) {
 			in := &Installer{HostRoot: root, DropInSource: testdata(t, "dropin-v2.toml"), ContainerdVersion: "1.6",
 				RestartMode: RestartNone, ContainerdBinary: NoBinary, ProcDir: emptyProc()}
 			if c.cdi {
-				in.CDISpec = DefaultCDISpec
+				in.CDISpec = config.CDISpecFile
 			}
 			before := snapshot(t, root)
 			_, err := in.Install(context.Background())

@@ -12,27 +12,6 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/kubelettest"
 )
 
-// shortDir is a temporary directory with a short path: unix socket paths must stay under 108
-// bytes, which t.TempDir's long names can exceed.
-func shortDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "dp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-func startKubelet(t *testing.T, dir string) *kubelettest.Kubelet {
-	t.Helper()
-	k, err := kubelettest.Start(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Stop)
-	return k
-}
-
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "config.yaml")
@@ -55,7 +34,7 @@ func TestCLIHelpDocumentsEveryFlag(t *testing.T) {
 }
 
 func TestCLIErrors(t *testing.T) {
-	dir := shortDir(t)
+	dir := kubelettest.ShortDir(t)
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -82,8 +61,8 @@ func TestCLIErrors(t *testing.T) {
 }
 
 func TestCLIRunsUntilCancelled(t *testing.T) {
-	dir := shortDir(t)
-	k := startKubelet(t, dir)
+	dir := kubelettest.ShortDir(t)
+	k := kubelettest.StartTest(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var errOut bytes.Buffer
