@@ -31,16 +31,34 @@ func checkSizes(objs Objects) error {
 				continue
 			}
 		}
-		b, err := json.Marshal(o.Obj)
+		n, err := jsonSize(o.Obj)
 		if err != nil {
 			return fmt.Errorf("%s: %w", o, err)
 		}
-		if len(b) > MaxObjectBytes {
+		if n > MaxObjectBytes {
 			errs = append(errs, fmt.Errorf("%s is %s as JSON, over the API server's limit of %s for one object (etcd's --max-request-bytes default): it would render but never apply; make the policy smaller (fewer node pools, selectors, tolerations or pull secrets)",
-				o, sizeText(len(b)), sizeText(MaxObjectBytes)))
+				o, sizeText(n), sizeText(MaxObjectBytes)))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// jsonSize is the length of v's JSON encoding, counted as it streams out rather than kept:
+// every object is encoded again when it is written, so holding the bytes here would double
+// the render's memory for nothing. (The Encoder adds one newline.)
+func jsonSize(v any) (int, error) {
+	var c byteCounter
+	if err := json.NewEncoder(&c).Encode(v); err != nil {
+		return 0, err
+	}
+	return int(c) - 1, nil
+}
+
+type byteCounter int
+
+func (c *byteCounter) Write(p []byte) (int, error) {
+	*c += byteCounter(len(p))
+	return len(p), nil
 }
 
 func configMapDataBytes(cm *corev1.ConfigMap) int {

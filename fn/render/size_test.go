@@ -1,6 +1,7 @@
 package render
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -33,6 +34,22 @@ func TestCheckSizesNamesObjectAndLimit(t *testing.T) {
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not contain %q", err, want)
+		}
+	}
+}
+
+// jsonSize counts exactly what json.Marshal would return, HTML escapes included.
+func TestJSONSizeIsMarshalLength(t *testing.T) {
+	for _, v := range []any{
+		&corev1.ConfigMap{Data: map[string]string{"a": "<b>&é\u2028"}},
+		map[string]any{"n": 1.5, "s": []string{"x", ""}},
+	} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := jsonSize(v); err != nil || n != len(b) {
+			t.Errorf("%T: jsonSize %d, %v; json.Marshal %d bytes", v, n, err, len(b))
 		}
 	}
 }
