@@ -34,7 +34,6 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY fn/ fn/
 COPY plugin/ plugin/
-COPY internal/ internal/
 ARG VERSION=v0.1.0
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     set -eu; mkdir -p /out; \
