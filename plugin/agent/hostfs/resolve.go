@@ -21,6 +21,8 @@ var (
 	ErrDanglingLink = errors.New("dangling symbolic link")
 	// ErrNotDir: a file where the path needs a directory.
 	ErrNotDir = errors.New("not a directory")
+	// ErrOwnedLink: a symbolic link at the name of a file gpupolicy owns (Owned).
+	ErrOwnedLink = errors.New("a symbolic link where gpupolicy keeps its own file")
 )
 
 // Path is a host path resolved inside the directory where the host's / is mounted.
@@ -67,6 +69,9 @@ func (e *PathError) Error() string {
 	case errors.Is(e.Err, ErrDanglingLink):
 		return fmt.Sprintf("host path %s%s: symbolic link %s -> %s points to nothing on the host: gpupolicy does not create files through a dangling link (its target may be on a file system that is not mounted yet); create the target, or replace the link with the file or directory itself, and retry",
 			e.Path, under, e.Link, e.Target)
+	case errors.Is(e.Err, ErrOwnedLink):
+		return fmt.Sprintf("host path %s%s is a symbolic link to %s: gpupolicy creates this file itself and never writes or removes it through a link (the link could make it overwrite any file on the node); remove the link (rm %s on the node), and retry",
+			e.Path, under, e.Target, e.Path)
 	case e.Link != "":
 		return fmt.Sprintf("host path %s%s (through symbolic link %s -> %s): %v", e.Path, under, e.Link, e.Target, e.Err)
 	default:

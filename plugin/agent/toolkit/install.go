@@ -234,7 +234,7 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	if err := in.backUp(configPath, edit); err != nil {
 		return res, err
 	}
-	wroteDropIn, err := in.Writer.WriteFile(in.HostRoot, dropIn, want, 0o644)
+	wroteDropIn, err := in.Writer.WriteOwned(in.HostRoot, dropIn, want, 0o644)
 	if err != nil {
 		return res, err
 	}
@@ -344,6 +344,9 @@ func (in *Installer) verify(ctx context.Context, res Result, r rendered, v Versi
 // per mode if the drop-in was removed.
 func (in *Installer) Uninstall(ctx context.Context) (bool, error) {
 	_, dropIn := in.paths()
+	if err := in.owned(dropIn); err != nil {
+		return false, err
+	}
 	removed, err := in.Writer.Remove(in.HostRoot, dropIn)
 	if err != nil {
 		return false, err

@@ -168,7 +168,7 @@ func scratchDump(ctx context.Context, h Host, bin string, main table, imports []
 	if err != nil {
 		return nil, err
 	}
-	if _, err := (hostfs.Writer{}).WriteFile(h.Root, scratchConfig, b, 0o600); err != nil {
+	if _, err := (hostfs.Writer{}).WriteOwned(h.Root, scratchConfig, b, 0o600); err != nil {
 		return nil, err
 	}
 	defer func() { _, _ = hostfs.Writer{}.Remove(h.Root, scratchConfig) }()
@@ -209,7 +209,7 @@ func preflight(ctx context.Context, h Host, bin, configHostPath, dropIn string, 
 	if err != nil {
 		return err
 	}
-	if _, err := (hostfs.Writer{}).WriteFile(h.Root, scratchDropIn, candidate, 0o600); err != nil {
+	if _, err := (hostfs.Writer{}).WriteOwned(h.Root, scratchDropIn, candidate, 0o600); err != nil {
 		return err
 	}
 	defer func() { _, _ = hostfs.Writer{}.Remove(h.Root, scratchDropIn) }()
