@@ -144,6 +144,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if errors.Is(err, context.Canceled) {
 				return 0 // SIGTERM: a clean stop (the toolkit never uninstalls on stop)
 			}
+			var usage usageError
+			if errors.As(err, &usage) {
+				fmt.Fprintf(stderr, "gpu-node-agent %s: %v\n", c.name, err)
+				return 2
+			}
 			log.Error("gpu-node-agent "+c.name+" failed", "error", err)
 			return 1
 		}
@@ -152,6 +157,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "gpu-node-agent: unknown subcommand %q (gate | driver | toolkit install | toolkit uninstall | labels; --help)\n", strings.TrimSpace(name))
 	return 2
 }
+
+// usageError is a flag value a command refuses before it does anything: exit 2, like a flag
+// that does not parse.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
 
 // pathFlags are the flags, of any subcommand, that name a host path or a directory of this
 // container; each subcommand's are refused when relative (config.CheckAbsolutePaths), as in

@@ -150,7 +150,7 @@ func TestToolkitInstallCLI(t *testing.T) {
 	if err != nil || st.Handlers[0] != "nvidia" {
 		t.Fatalf("%+v %v", st, err)
 	}
-	if code, _, errs := run("toolkit", "install", "--host-root", root, "--drop-in", dropIn); code != 1 || !strings.Contains(errs, "--containerd-version is required") {
+	if code, _, errs := run("toolkit", "install", "--host-root", root, "--drop-in", dropIn); code != 2 || !strings.Contains(errs, "--containerd-version is required") {
 		t.Fatalf("missing version: %d %s", code, errs)
 	}
 	if code, out, _ := run("toolkit", "uninstall", "--host-root", root, "--restart-mode", "none"); code != 0 || out != "removed: true\n" {
@@ -172,4 +172,75 @@ func toolkitHost(t *testing.T) (root, dropIn, proc string) {
 		t.Fatal(err)
 	}
 	return root, dropIn, proc
+}
+
+// Every flag of toolkit install and uninstall is checked before anything on the node is read
+// or written: a bad value is exit 2 naming the flag and the fix, and the host root is as it was
+// (a bogus --restart-mode used to be refused after config.toml was rewritten).
+func TestToolkitFlagsCheckedBeforeAnyWrite(t *testing.T) {
+	root, dropIn, proc := toolkitHost(t)
+	cfg := filepath.Join(root, "etc/containerd/config.toml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("version = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	installed := filepath.Join(root, "etc/containerd/conf.d/99-gpupolicy-nvidia.toml")
+	if err := os.MkdirAll(filepath.Dir(installed), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(installed, []byte("# installed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"toolkit", "install", "--host-root", root, "--drop-in", dropIn, "--containerd-version", "2.1", "--containerd-bin", "none", "--proc", proc}
+	un := []string{"toolkit", "uninstall", "--host-root", root, "--proc", proc}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append(base, "--restart-mode", "bogus"), `gpu-node-agent toolkit install: --restart-mode "bogus" is not systemd | signal | none: use systemd (systemctl restart --systemd-unit), signal (SIGTERM to containerd; needs hostPID) or none (restart containerd yourself)`},
+		{append(un, "--restart-mode", "bogus"), `gpu-node-agent toolkit uninstall: --restart-mode "bogus" is not systemd | signal | none`},
+		{append(base, "--systemd-unit", "--now"), `gpu-node-agent toolkit install: --systemd-unit "--now" is not a systemd unit name (letters, digits and :_.@\-, not starting with -): set containerd's unit, e.g. containerd.service`},
+		{append(un, "--systemd-unit", "a b"), `--systemd-unit "a b" is not a systemd unit name`},
+		{append(base, "--systemd-unit", ""), `--systemd-unit is empty: set containerd's unit (default containerd.service)`},
+		{append(base, "--restart-timeout", "0s"), `--restart-timeout 0s: give how long to wait for containerd after a restart, above 0s and at most 30m0s (default 1m30s)`},
+		{append(base, "--restart-timeout", "-1s"), `--restart-timeout -1s is out of range: give a duration above 0s and at most 30m0s (default 1m30s)`},
+		{append(base, "--restart-timeout", "2h"), `--restart-timeout 2h0m0s is out of range`},
+		{append(base, "--drop-in", ""), `--drop-in is empty: give the rendered drop-in's path`},
+		{append(base, "--containerd-version", "1.x"), `containerd version "1.x" is not X.Y`},
+	} {
+		before := tree(t, root)
+		if code, out, errs := run(c.args...); code != 2 || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %s; want exit 2 with %s", c.args[2:], code, out, errs, c.want)
+		}
+		if after := tree(t, root); after != before {
+			t.Errorf("%v changed the host root:\n%s\nwas\n%s", c.args[2:], after, before)
+		}
+	}
+}
+
+// tree lists every file under root with its bytes.
+func tree(t *testing.T, root string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		b.WriteString(p)
+		if fi.Mode().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b.WriteString(": " + string(data))
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

@@ -33,8 +33,8 @@ func toolkitInstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	fs.StringVar(&in.CDIDriverRoot, "cdi-driver-root", "/", "host path of the driver's root for --cdi-spec, passed to nvidia-ctk as --driver-root (driver.source container: /run/nvidia/driver)")
 	watch := fs.Duration("watch", 0, "keep running and re-apply every interval (re-installs if the node drifts; never uninstalls on stop); 0 installs once and exits")
 	return func(ctx context.Context, e *env) error {
-		if in.ContainerdVersion == "" {
-			return fmt.Errorf("--containerd-version is required (spec.containerRuntime.version, e.g. 1.7 or 2.1)")
+		if err := checkToolkitFlags(in, true); err != nil {
+			return err
 		}
 		in.Logger = e.log
 		return every(ctx, *watch, e.log, func(ctx context.Context) error {
@@ -63,6 +63,9 @@ func toolkitUninstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	restartFlags(fs, in)
 	fs.StringVar(&in.CDISpec, "cdi-spec", "", "also remove the CDI spec `FILE` (a host path) that toolkit install --cdi-spec installed; \"\" (default): leave CDI specs alone")
 	return func(ctx context.Context, e *env) error {
+		if err := checkToolkitFlags(in, false); err != nil {
+			return err
+		}
 		in.Logger = e.log
 		removed, err := in.Uninstall(ctx)
 		if err != nil {
@@ -71,4 +74,19 @@ func toolkitUninstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(e.stdout, "removed: %v\n", removed)
 		return nil
 	}
+}
+
+// checkToolkitFlags refuses, before anything on the node is read or written, a flag value
+// toolkit install (install true) or uninstall cannot act on: a usage error (exit 2).
+func checkToolkitFlags(in *toolkit.Installer, install bool) error {
+	if install && in.RestartTimeout == 0 {
+		return usageError{fmt.Errorf("--restart-timeout 0s: give how long to wait for containerd after a restart, above 0s and at most %s (default 1m30s)", toolkit.MaxRestartTimeout)}
+	}
+	if in.SystemdUnit == "" {
+		return usageError{fmt.Errorf("--systemd-unit is empty: set containerd's unit (default %s)", toolkit.DefaultUnit)}
+	}
+	if err := in.Check(install); err != nil {
+		return usageError{err}
+	}
+	return nil
 }

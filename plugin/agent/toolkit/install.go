@@ -184,6 +184,9 @@ func (in *Installer) desired(ctx context.Context, r rendered, v Version, bin, co
 // CDISpec is set), verify, status.
 func (in *Installer) Install(ctx context.Context) (Result, error) {
 	log := in.log()
+	if err := in.Check(true); err != nil {
+		return Result{}, err
+	}
 	r, err := in.readRendered()
 	if err != nil {
 		return Result{}, err
@@ -343,6 +346,9 @@ func (in *Installer) verify(ctx context.Context, res Result, r rendered, v Versi
 // import of the directory stays: it matches nothing of ours any more) and restarts containerd
 // per mode if the drop-in was removed.
 func (in *Installer) Uninstall(ctx context.Context) (bool, error) {
+	if err := in.Check(false); err != nil {
+		return false, err
+	}
 	_, dropIn := in.paths()
 	if err := in.owned(dropIn); err != nil {
 		return false, err
