@@ -280,3 +280,51 @@ func writeDropInOnly(t *testing.T, body string) string {
 	}
 	return p
 }
+
+// Issue 13's node messages: a directory at --config-path, a file at --drop-in-dir, a BOM in
+// config.toml, a flag of the other toolkit subcommand, a negative --watch.
+func TestToolkitMessages(t *testing.T) {
+	root, dropIn, proc := toolkitHost(t)
+	cfg := filepath.Join(root, "etc/containerd/config.toml")
+	base := []string{"toolkit", "install", "--host-root", root, "--drop-in", dropIn, "--containerd-version", "2.1", "--containerd-bin", "none", "--restart-mode", "none", "--proc", proc}
+	for _, c := range []struct {
+		name  string
+		setup func()
+		args  []string
+		code  int
+		want  string
+	}{
+		{"config.toml is a directory", func() { _ = os.MkdirAll(cfg, 0o755) }, base, 1,
+			"host path /etc/containerd/config.toml is a directory, not a file: point the setting at the file itself, or move the directory away, and retry"},
+		{"drop-in dir is a file", func() {
+			_ = os.MkdirAll(filepath.Dir(cfg), 0o755)
+			_ = os.WriteFile(filepath.Join(root, "etc/containerd/conf.d"), nil, 0o644)
+		}, base, 1, "host path /etc/containerd/conf.d/99-gpupolicy-nvidia.toml under --host-root " + root + ": /etc/containerd/conf.d is a file where a directory must be: move that file away, or point the setting at a path whose directories are directories, and retry"},
+		{"BOM in config.toml", func() {
+			_ = os.MkdirAll(filepath.Dir(cfg), 0o755)
+			_ = os.WriteFile(cfg, []byte("\xef\xbb\xbfversion = 3\n"), 0o644)
+		}, base, 1,
+			"/etc/containerd/config.toml starts with a UTF-8 byte order mark (bytes EF BB BF, an editor's doing), which TOML does not allow: save the file as UTF-8 without a BOM"},
+		{"uninstall --containerd-version", nil, []string{"toolkit", "uninstall", "--containerd-version", "2.1"}, 2,
+			"gpu-node-agent toolkit uninstall: --containerd-version is a flag of toolkit install, not of toolkit uninstall: drop it (gpu-node-agent toolkit uninstall --help lists its flags)\n"},
+		{"unknown flag", nil, []string{"toolkit", "install", "--bogus"}, 2,
+			"gpu-node-agent toolkit install: unknown flag --bogus (gpu-node-agent toolkit install --help lists its flags)\n"},
+		{"negative --watch", nil, append(base, "--watch", "-1s"), 2,
+			"gpu-node-agent toolkit install: --watch -1s is negative: give 0 (install once and exit) or the interval between re-applies, e.g. 1m"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_ = os.RemoveAll(filepath.Join(root, "etc"))
+			if c.setup != nil {
+				c.setup()
+			}
+			code, out, errs := run(c.args...)
+			errs = strings.ReplaceAll(errs, `\"`, `"`)
+			if code != c.code || out != "" || !strings.Contains(errs, c.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %s; want exit %d with %s", code, out, errs, c.code, c.want)
+			}
+			if c.code == 2 && strings.Contains(errs, "Usage:") {
+				t.Fatalf("a bad flag prints the whole usage: %s", errs)
+			}
+		})
+	}
+}

@@ -37,6 +37,9 @@ func toolkitInstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err := checkToolkitFlags(in, true); err != nil {
 			return err
 		}
+		if *watch < 0 {
+			return usageError{fmt.Errorf("--watch %s is negative: give 0 (install once and exit) or the interval between re-applies, e.g. 1m", *watch)}
+		}
 		in.Logger = e.log
 		return every(ctx, *watch, e.log, func(ctx context.Context) error {
 			res, err := in.Install(ctx)

@@ -19,6 +19,9 @@ func ReadFile(root, hostPath string) ([]byte, error) {
 		return nil, err
 	}
 	b, err := os.ReadFile(p.Local())
+	if errors.Is(err, syscall.EISDIR) {
+		return nil, fmt.Errorf("host path %s is a directory, not a file: point the setting at the file itself, or move the directory away, and retry: %w", p, ErrIsDir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, unwrapPath(err))
 	}

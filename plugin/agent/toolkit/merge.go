@@ -16,6 +16,9 @@ import (
 type table = map[string]any
 
 func parseTOML(name string, b []byte) (table, error) {
+	if bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
+		return nil, fmt.Errorf("%s starts with a UTF-8 byte order mark (bytes EF BB BF, an editor's doing), which TOML does not allow: save the file as UTF-8 without a BOM (sed -i '1s/^\\xEF\\xBB\\xBF//' FILE) and retry", name)
+	}
 	t := table{}
 	if err := toml.Unmarshal(b, &t); err != nil {
 		return nil, tomlError(name, err)
