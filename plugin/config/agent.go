@@ -52,8 +52,31 @@ func ValidateAgent(cfg *Agent) error {
 	if cfg.Toolkit.RuntimeClassName == "" {
 		return fmt.Errorf("toolkit.runtimeClassName is empty (spec.toolkit.runtimeClassName)")
 	}
+	if IsNodeRuntime(cfg.Toolkit.RuntimeClassName) {
+		return NodeRuntimeError("toolkit.runtimeClassName", cfg.Toolkit.RuntimeClassName)
+	}
+	if err := CheckContainerdMinor("containerRuntime.version", cfg.ContainerRuntime.Version); err != nil {
+		return fmt.Errorf("%w (spec.containerRuntime.version of the policy)", err)
+	}
+	if err := checkReplicas("devicePlugin", cfg.DevicePlugin); err != nil {
+		return err
+	}
+	for i, p := range cfg.NodePools {
+		if err := checkReplicas(fmt.Sprintf("nodePools[%d] (%s).devicePlugin", i, p.Name), p.DevicePlugin); err != nil {
+			return err
+		}
+	}
 	if len(cfg.Toolkit.DropInSHA256) != 64 {
 		return fmt.Errorf("toolkit.dropInSHA256 %q is not a sha256 hex digest of the rendered drop-in", cfg.Toolkit.DropInSHA256)
+	}
+	return nil
+}
+
+// checkReplicas refuses time-slicing replicas over MaxReplicas (the agent labels the node's
+// capacity by them; the device plugin refuses them as well).
+func checkReplicas(field string, dp DevicePlugin) error {
+	if r := dp.Sharing.TimeSlicing.Replicas; r > MaxReplicas {
+		return fmt.Errorf("%s.sharing.timeSlicing.replicas %d is over the limit of %d (spec.devicePlugin.sharing.timeSlicing.replicas of the policy): use at most %d and re-render", field, r, MaxReplicas, MaxReplicas)
 	}
 	return nil
 }

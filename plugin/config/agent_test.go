@@ -9,8 +9,34 @@ import (
 
 const validAgent = `driver: {source: preinstalled, version: "580.95.05", enforce: exact}
 cudaVersion: "12.8"
+containerRuntime: {version: "2.1"}
 toolkit: {runtimeClassName: nvidia, dropInSHA256: 8d32d3c0925e245d5953ad43921355a74d29789c2359fc6a101fd0d723c186e1}
 `
+
+// The agent config loader refuses what the function refuses: a runtimeClassName of another
+// runtime, replicas over MaxReplicas, a containerd minor that does not exist.
+func TestLoadAgentRefusesWhatTheFunctionRefuses(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{strings.Replace(validAgent, "runtimeClassName: nvidia", "runtimeClassName: runc", 1),
+			`toolkit.runtimeClassName "runc" is a runtime the nodes already have: the drop-in would point containerd's "runc" handler at nvidia-container-runtime, so every pod on the GPU nodes (runc is containerd's default runtime) would run through it; set spec.toolkit.runtimeClassName to a name of its own (the default is "nvidia") and re-render`},
+		{strings.Replace(validAgent, "runtimeClassName: nvidia", "runtimeClassName: kata-qemu", 1), `toolkit.runtimeClassName "kata-qemu" is a runtime the nodes already have`},
+		{validAgent + "devicePlugin: {sharing: {timeSlicing: {replicas: 100000}}}\n",
+			`devicePlugin.sharing.timeSlicing.replicas 100000 is over the limit of 256 (spec.devicePlugin.sharing.timeSlicing.replicas of the policy): use at most 256 and re-render`},
+		{validAgent + "nodePools: [{name: big, devicePlugin: {sharing: {timeSlicing: {replicas: 257}}}}]\n", `nodePools[0] (big).devicePlugin.sharing.timeSlicing.replicas 257 is over the limit of 256`},
+		{strings.Replace(validAgent, `version: "2.1"`, `version: "1.8"`, 1),
+			`containerRuntime.version "1.8": containerd 1.8 was never released (the minors are 1.6, 1.7, 2.0, 2.1, 2.2): use the node's minor from ` + "`containerd --version`" + ` (spec.containerRuntime.version of the policy)`},
+		{strings.Replace(validAgent, `version: "2.1"`, `version: "1.5"`, 1), `containerRuntime.version "1.5": containerd 1.5 is older than the oldest supported minor 1.6`},
+		{strings.Replace(validAgent, `version: "2.1"`, `version: "v1.7"`, 1), `containerRuntime.version "v1.7" is not a containerd minor X.Y`},
+		{strings.Replace(validAgent, `version: "2.1"`, `version: "1.7.1"`, 1), `containerRuntime.version "1.7.1" is not a containerd minor X.Y`},
+	} {
+		if _, err := LoadAgent(write(t, c.body)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v\nwant %s", err, c.want)
+		}
+	}
+	if _, err := LoadAgent(write(t, strings.Replace(validAgent, `version: "2.1"`, `version: "2.3"`, 1))); err != nil {
+		t.Errorf("a minor newer than the newest known one is accepted, as the function accepts it: %v", err)
+	}
+}
 
 func TestLoadAgent(t *testing.T) {
 	cfg, err := LoadAgent(write(t, validAgent))

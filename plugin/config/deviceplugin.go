@@ -1,11 +1,15 @@
 package config
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"time"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -70,6 +74,9 @@ func LoadDevicePlugin(path string) (DevicePlugin, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("device plugin config: %w", err)
 	}
+	if err := oneDocument(b); err != nil {
+		return cfg, fmt.Errorf("device plugin config %s: %w (the file is rendered by gpupolicy-fn into ConfigMap %s; re-render it, or leave --config empty for the defaults)", path, err, DevicePluginConfigMap)
+	}
 	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
 		return cfg, fmt.Errorf("device plugin config %s: %w (the file is rendered by gpupolicy-fn into ConfigMap %s; re-render it)", path, err, DevicePluginConfigMap)
 	}
@@ -77,6 +84,35 @@ func LoadDevicePlugin(path string) (DevicePlugin, error) {
 		return cfg, fmt.Errorf("device plugin config %s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// oneDocument refuses a file that holds no YAML document with settings (an empty ConfigMap
+// key would otherwise run the plugin with the defaults, whatever the policy says) or more than
+// one (the YAML reader takes the first and would drop the rest without a word).
+func oneDocument(b []byte) error {
+	dec := yamlv3.NewDecoder(bytes.NewReader(b))
+	n := 0
+	for {
+		var doc yamlv3.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err // UnmarshalStrict would name it the same way; say it here with the file
+		}
+		n++
+		if n > 1 {
+			return fmt.Errorf("line %d: a second YAML document: the config is one document (one ConfigMap key per pool)", doc.Line)
+		}
+		if len(doc.Content) == 0 || (doc.Content[0].Kind == yamlv3.ScalarNode && doc.Content[0].Tag == "!!null") {
+			return errors.New("the file holds no settings (empty, or comments only)")
+		}
+	}
+	if n == 0 {
+		return errors.New("the file holds no settings (empty, or comments only)")
+	}
+	return nil
 }
 
 // resourceNameRE is a Kubernetes extended resource name: a domain, "/", a name.

@@ -52,6 +52,11 @@ func TestLoadDevicePluginErrorsNameFileAndField(t *testing.T) {
 		{"sharing: {timeSlicing: {replicas: 10000}}\n", "field sharing.timeSlicing.replicas: 10000 is over the limit of 256"},
 		{"healthChecks: {recoveryPeriod: soon}\n", "field healthChecks.recoveryPeriod"},
 		{"sharing: {timeSlicing: {replicas: many}}\n", "replicas"},
+		// An empty key ran the plugin with the defaults; a second document was dropped.
+		{"", "the file holds no settings (empty, or comments only) (the file is rendered by gpupolicy-fn into ConfigMap gpu-device-plugin; re-render it, or leave --config empty for the defaults)"},
+		{"# nothing\n", "the file holds no settings (empty, or comments only)"},
+		{"---\n", "the file holds no settings"},
+		{"migStrategy: none\n---\nmigStrategy: mixed\n", "line 2: a second YAML document: the config is one document (one ConfigMap key per pool)"},
 	} {
 		p := write(t, tc.body)
 		_, err := LoadDevicePlugin(p)

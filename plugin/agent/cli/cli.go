@@ -123,16 +123,17 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fs := flag.NewFlagSet("gpu-node-agent "+c.name, flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		fs.Usage = func() {
-			fmt.Fprintf(stderr, "Usage: gpu-node-agent %s [flags]\n    %s\n", c.name, c.summary)
-			fs.PrintDefaults()
-		}
+		fs.SetOutput(io.Discard) // a parse error is one line, below; only --help prints the manual
+		fs.Usage = func() {}
 		run := c.flags(fs)
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(stderr, "Usage: gpu-node-agent %s [flags]\n    %s\n", c.name, c.summary)
+				fs.SetOutput(stderr)
+				fs.PrintDefaults()
 				return 0
 			}
+			fmt.Fprintf(stderr, "gpu-node-agent %s: %s (gpu-node-agent %s --help lists its flags)\n", c.name, flagError(c.name, err), c.name)
 			return 2
 		}
 		if err := checkPathFlags(fs); err != nil {
@@ -144,6 +145,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if errors.Is(err, context.Canceled) {
 				return 0 // SIGTERM: a clean stop (the toolkit never uninstalls on stop)
 			}
+			var usage usageError
+			if errors.As(err, &usage) {
+				fmt.Fprintf(stderr, "gpu-node-agent %s: %v\n", c.name, err)
+				return 2
+			}
 			log.Error("gpu-node-agent "+c.name+" failed", "error", err)
 			return 1
 		}
@@ -152,6 +158,34 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "gpu-node-agent: unknown subcommand %q (gate | driver | toolkit install | toolkit uninstall | labels; --help)\n", strings.TrimSpace(name))
 	return 2
 }
+
+// flagError says what is wrong with a command line that does not parse; an unknown flag that
+// another subcommand of the group takes (toolkit uninstall --containerd-version) says which.
+func flagError(name string, err error) string {
+	unknown, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return err.Error()
+	}
+	if g := groupOf(name); g != "" {
+		for _, c := range commands() {
+			if c.name == name || groupOf(c.name) != g {
+				continue
+			}
+			fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+			c.flags(fs)
+			if fs.Lookup(unknown) != nil {
+				return fmt.Sprintf("--%s is a flag of %s, not of %s: drop it", unknown, c.name, name)
+			}
+		}
+	}
+	return fmt.Sprintf("unknown flag --%s", unknown)
+}
+
+// usageError is a flag value a command refuses before it does anything: exit 2, like a flag
+// that does not parse.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
 
 // pathFlags are the flags, of any subcommand, that name a host path or a directory of this
 // container; each subcommand's are refused when relative (config.CheckAbsolutePaths), as in

@@ -150,7 +150,7 @@ func TestToolkitInstallCLI(t *testing.T) {
 	if err != nil || st.Handlers[0] != "nvidia" {
 		t.Fatalf("%+v %v", st, err)
 	}
-	if code, _, errs := run("toolkit", "install", "--host-root", root, "--drop-in", dropIn); code != 1 || !strings.Contains(errs, "--containerd-version is required") {
+	if code, _, errs := run("toolkit", "install", "--host-root", root, "--drop-in", dropIn); code != 2 || !strings.Contains(errs, "--containerd-version is required") {
 		t.Fatalf("missing version: %d %s", code, errs)
 	}
 	if code, out, _ := run("toolkit", "uninstall", "--host-root", root, "--restart-mode", "none"); code != 0 || out != "removed: true\n" {
@@ -172,4 +172,159 @@ func toolkitHost(t *testing.T) (root, dropIn, proc string) {
 		t.Fatal(err)
 	}
 	return root, dropIn, proc
+}
+
+// Every flag of toolkit install and uninstall is checked before anything on the node is read
+// or written: a bad value is exit 2 naming the flag and the fix, and the host root is as it was
+// (a bogus --restart-mode used to be refused after config.toml was rewritten).
+func TestToolkitFlagsCheckedBeforeAnyWrite(t *testing.T) {
+	root, dropIn, proc := toolkitHost(t)
+	cfg := filepath.Join(root, "etc/containerd/config.toml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("version = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	installed := filepath.Join(root, "etc/containerd/conf.d/99-gpupolicy-nvidia.toml")
+	if err := os.MkdirAll(filepath.Dir(installed), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(installed, []byte("# installed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"toolkit", "install", "--host-root", root, "--drop-in", dropIn, "--containerd-version", "2.1", "--containerd-bin", "none", "--proc", proc}
+	un := []string{"toolkit", "uninstall", "--host-root", root, "--proc", proc}
+	for _, c := range []struct {
+		args []string
+		want string
+		code int // 0: 2 (a flag); the drop-in's contents are exit 1
+	}{
+		{append(base, "--restart-mode", "bogus"), `gpu-node-agent toolkit install: --restart-mode "bogus" is not systemd | signal | none: use systemd (systemctl restart --systemd-unit), signal (SIGTERM to containerd; needs hostPID) or none (restart containerd yourself)`, 0},
+		{append(un, "--restart-mode", "bogus"), `gpu-node-agent toolkit uninstall: --restart-mode "bogus" is not systemd | signal | none`, 0},
+		{append(base, "--systemd-unit", "--now"), `gpu-node-agent toolkit install: --systemd-unit "--now" is not a systemd unit name (letters, digits and :_.@\-, not starting with -): set containerd's unit, e.g. containerd.service`, 0},
+		{append(un, "--systemd-unit", "a b"), `--systemd-unit "a b" is not a systemd unit name`, 0},
+		{append(base, "--systemd-unit", ""), `--systemd-unit is empty: set containerd's unit (default containerd.service)`, 0},
+		{append(base, "--restart-timeout", "0s"), `--restart-timeout 0s: give how long to wait for containerd after a restart, above 0s and at most 30m0s (default 1m30s)`, 0},
+		{append(base, "--restart-timeout", "-1s"), `--restart-timeout -1s is out of range: give a duration above 0s and at most 30m0s (default 1m30s)`, 0},
+		{append(base, "--restart-timeout", "2h"), `--restart-timeout 2h0m0s is out of range`, 0},
+		{append(base, "--drop-in", ""), `--drop-in is empty: give the rendered drop-in's path`, 0},
+		{append(base, "--containerd-version", "1.x"), `--containerd-version "1.x" is not a containerd minor X.Y (no "v", no patch: ` + "`containerd --version`" + ` 1.7.27 is 1.7): use one of 1.6, 1.7, 2.0, 2.1, 2.2 (spec.containerRuntime.version)`, 0},
+		{append(base, "--containerd-version", "1.8"), `--containerd-version "1.8": containerd 1.8 was never released (the minors are 1.6, 1.7, 2.0, 2.1, 2.2): use the node's minor from ` + "`containerd --version`", 0},
+		{append(base, "--containerd-version", "1.10"), `--containerd-version "1.10": containerd 1.10 was never released`, 0},
+		{append(base, "--containerd-version", "1.5"), `--containerd-version "1.5": containerd 1.5 is older than the oldest supported minor 1.6: upgrade containerd on the nodes to one of 1.6, 1.7, 2.0, 2.1, 2.2`, 0},
+		{append(base, "--containerd-version", "v1.7"), `--containerd-version "v1.7" is not a containerd minor X.Y`, 0},
+		{append(base, "--containerd-version", "1.7.1"), `--containerd-version "1.7.1" is not a containerd minor X.Y`, 0},
+		{append(base, "--drop-in-dir", "/etc/containerd"), `--drop-in-dir /etc/containerd is the directory of --config-path /etc/containerd/config.toml or above it: the import "/etc/containerd/*.toml" would load config.toml itself and every .toml file there as drop-ins; use a directory of its own below it, e.g. /etc/containerd/conf.d (spec.containerRuntime.dropInDir)`, 0},
+		{append(base, "--drop-in-dir", "/etc"), `--drop-in-dir /etc is the directory of --config-path /etc/containerd/config.toml or above it`, 0},
+		{append(base, "--drop-in-dir", "/"), `--drop-in-dir / is the directory of --config-path /etc/containerd/config.toml or above it: the import "/*.toml"`, 0},
+		{append(base, "--runtime-class-name", "runc"), `--runtime-class-name "runc" is a runtime the nodes already have`, 0},
+		{append(base, "--runtime-class-name", "gpu"), `defines runtime handler "nvidia", not --runtime-class-name "gpu": render the drop-in and the flag from one policy (spec.toolkit.runtimeClassName)`, 1},
+		{append(base, "--drop-in", writeDropIn(t, "[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n")),
+			`defines runtime handlers nvidia, runc: gpupolicy installs one, spec.toolkit.runtimeClassName; re-render the policy and mount ConfigMap`, 1},
+		{append(base, "--drop-in", writeDropIn(t, "[plugins.\"io.containerd.cri.v1.runtime\".containerd]\n  default_runtime_name = \"runc\"\n")),
+			`sets plugins."io.containerd.cri.v1.runtime".containerd.default_runtime_name = runc: the drop-in may make only its own handler "nvidia" the default (spec.toolkit.setAsDefault)`, 1},
+		{append(base, "--drop-in", writeDropInOnly(t, "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n")),
+			`: runtime handler "runc" is a runtime the nodes already have: the drop-in would point containerd's "runc" handler at nvidia-container-runtime`, 1},
+	} {
+		before := tree(t, root)
+		if c.code == 0 {
+			c.code = 2
+		}
+		code, out, errs := run(c.args...)
+		if errs = strings.ReplaceAll(errs, `\"`, `"`); code != c.code || out != "" || !strings.Contains(errs, c.want) { // exit 1 logs JSON
+			t.Errorf("%v: exit %d, stdout %q, stderr %s; want exit %d with %s", c.args[2:], code, out, errs, c.code, c.want)
+		}
+		if after := tree(t, root); after != before {
+			t.Errorf("%v changed the host root:\n%s\nwas\n%s", c.args[2:], after, before)
+		}
+	}
+}
+
+// tree lists every file under root with its bytes.
+func tree(t *testing.T, root string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		b.WriteString(p)
+		if fi.Mode().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b.WriteString(": " + string(data))
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// writeDropIn is the rendered drop-in of toolkitHost with extra appended.
+func writeDropIn(t *testing.T, extra string) string {
+	t.Helper()
+	return writeDropInOnly(t, "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.nvidia]\n  runtime_type = \"io.containerd.runc.v2\"\n"+extra)
+}
+
+func writeDropInOnly(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "99-gpupolicy-nvidia.toml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Issue 13's node messages: a directory at --config-path, a file at --drop-in-dir, a BOM in
+// config.toml, a flag of the other toolkit subcommand, a negative --watch.
+func TestToolkitMessages(t *testing.T) {
+	root, dropIn, proc := toolkitHost(t)
+	cfg := filepath.Join(root, "etc/containerd/config.toml")
+	base := []string{"toolkit", "install", "--host-root", root, "--drop-in", dropIn, "--containerd-version", "2.1", "--containerd-bin", "none", "--restart-mode", "none", "--proc", proc}
+	for _, c := range []struct {
+		name  string
+		setup func()
+		args  []string
+		code  int
+		want  string
+	}{
+		{"config.toml is a directory", func() { _ = os.MkdirAll(cfg, 0o755) }, base, 1,
+			"host path /etc/containerd/config.toml is a directory, not a file: point the setting at the file itself, or move the directory away, and retry"},
+		{"drop-in dir is a file", func() {
+			_ = os.MkdirAll(filepath.Dir(cfg), 0o755)
+			_ = os.WriteFile(filepath.Join(root, "etc/containerd/conf.d"), nil, 0o644)
+		}, base, 1, "host path /etc/containerd/conf.d/99-gpupolicy-nvidia.toml under --host-root " + root + ": /etc/containerd/conf.d is a file where a directory must be: move that file away, or point the setting at a path whose directories are directories, and retry"},
+		{"BOM in config.toml", func() {
+			_ = os.MkdirAll(filepath.Dir(cfg), 0o755)
+			_ = os.WriteFile(cfg, []byte("\xef\xbb\xbfversion = 3\n"), 0o644)
+		}, base, 1,
+			"/etc/containerd/config.toml starts with a UTF-8 byte order mark (bytes EF BB BF, an editor's doing), which TOML does not allow: save the file as UTF-8 without a BOM"},
+		{"uninstall --containerd-version", nil, []string{"toolkit", "uninstall", "--containerd-version", "2.1"}, 2,
+			"gpu-node-agent toolkit uninstall: --containerd-version is a flag of toolkit install, not of toolkit uninstall: drop it (gpu-node-agent toolkit uninstall --help lists its flags)\n"},
+		{"unknown flag", nil, []string{"toolkit", "install", "--bogus"}, 2,
+			"gpu-node-agent toolkit install: unknown flag --bogus (gpu-node-agent toolkit install --help lists its flags)\n"},
+		{"negative --watch", nil, append(base, "--watch", "-1s"), 2,
+			"gpu-node-agent toolkit install: --watch -1s is negative: give 0 (install once and exit) or the interval between re-applies, e.g. 1m"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_ = os.RemoveAll(filepath.Join(root, "etc"))
+			if c.setup != nil {
+				c.setup()
+			}
+			code, out, errs := run(c.args...)
+			errs = strings.ReplaceAll(errs, `\"`, `"`)
+			if code != c.code || out != "" || !strings.Contains(errs, c.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %s; want exit %d with %s", code, out, errs, c.code, c.want)
+			}
+			if c.code == 2 && strings.Contains(errs, "Usage:") {
+				t.Fatalf("a bad flag prints the whole usage: %s", errs)
+			}
+		})
+	}
 }

@@ -26,6 +26,7 @@ func toolkitInstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	restartFlags(fs, in)
 	fs.StringVar(&in.DropInSource, "drop-in", config.DropInDir+"/"+config.DropInFile, "the rendered drop-in (ConfigMap "+config.DropInConfigMap+" mounted in the container)")
 	fs.StringVar(&in.ContainerdVersion, "containerd-version", "", "containerd minor on the node, X.Y (spec.containerRuntime.version); below 2.1 the node's CRI plugin sections are merged into the drop-in; required")
+	fs.StringVar(&in.RuntimeClassName, "runtime-class-name", "", "the one containerd runtime handler the drop-in may define (spec.toolkit.runtimeClassName); \"\" (default): the drop-in's only handler; either way a handler of another runtime (runc, crun, kata, ...) is refused")
 	fs.StringVar(&in.ContainerdBinary, "containerd-bin", "", "host path of containerd, run as 'containerd config dump' to read the node's effective config (default: found under --host-root in /usr/bin, /usr/local/bin, /bin, /opt/bin; \"none\": read the config files instead)")
 	fs.DurationVar(&in.RestartTimeout, "restart-timeout", 90*time.Second, "how long to wait for containerd to come back after a restart")
 	fs.StringVar(&in.CDISpec, "cdi-spec", "", "generate the node's CDI spec with the node's nvidia-ctk ('nvidia-ctk cdi generate --device-name-strategy=uuid', run chrooted in --host-root), check it names "+config.CDIKind+" devices by UUID, and install it atomically at host path `FILE` (e.g. "+config.CDISpecFile+"; same bytes are not rewritten) before the status file; needed by deviceListStrategy cdi-cri, whose device plugin hands containerd "+config.CDIKind+"=<uuid>; a failure keeps the gate closed; \"\" (default): no CDI spec")
@@ -33,8 +34,11 @@ func toolkitInstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	fs.StringVar(&in.CDIDriverRoot, "cdi-driver-root", "/", "host path of the driver's root for --cdi-spec, passed to nvidia-ctk as --driver-root (driver.source container: /run/nvidia/driver)")
 	watch := fs.Duration("watch", 0, "keep running and re-apply every interval (re-installs if the node drifts; never uninstalls on stop); 0 installs once and exits")
 	return func(ctx context.Context, e *env) error {
-		if in.ContainerdVersion == "" {
-			return fmt.Errorf("--containerd-version is required (spec.containerRuntime.version, e.g. 1.7 or 2.1)")
+		if err := checkToolkitFlags(in, true); err != nil {
+			return err
+		}
+		if *watch < 0 {
+			return usageError{fmt.Errorf("--watch %s is negative: give 0 (install once and exit) or the interval between re-applies, e.g. 1m", *watch)}
 		}
 		in.Logger = e.log
 		return every(ctx, *watch, e.log, func(ctx context.Context) error {
@@ -63,6 +67,9 @@ func toolkitUninstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	restartFlags(fs, in)
 	fs.StringVar(&in.CDISpec, "cdi-spec", "", "also remove the CDI spec `FILE` (a host path) that toolkit install --cdi-spec installed; \"\" (default): leave CDI specs alone")
 	return func(ctx context.Context, e *env) error {
+		if err := checkToolkitFlags(in, false); err != nil {
+			return err
+		}
 		in.Logger = e.log
 		removed, err := in.Uninstall(ctx)
 		if err != nil {
@@ -71,4 +78,19 @@ func toolkitUninstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 		fmt.Fprintf(e.stdout, "removed: %v\n", removed)
 		return nil
 	}
+}
+
+// checkToolkitFlags refuses, before anything on the node is read or written, a flag value
+// toolkit install (install true) or uninstall cannot act on: a usage error (exit 2).
+func checkToolkitFlags(in *toolkit.Installer, install bool) error {
+	if install && in.RestartTimeout == 0 {
+		return usageError{fmt.Errorf("--restart-timeout 0s: give how long to wait for containerd after a restart, above 0s and at most %s (default 1m30s)", toolkit.MaxRestartTimeout)}
+	}
+	if in.SystemdUnit == "" {
+		return usageError{fmt.Errorf("--systemd-unit is empty: set containerd's unit (default %s)", toolkit.DefaultUnit)}
+	}
+	if err := in.Check(install); err != nil {
+		return usageError{err}
+	}
+	return nil
 }

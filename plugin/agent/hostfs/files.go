@@ -19,6 +19,9 @@ func ReadFile(root, hostPath string) ([]byte, error) {
 		return nil, err
 	}
 	b, err := os.ReadFile(p.Local())
+	if errors.Is(err, syscall.EISDIR) {
+		return nil, fmt.Errorf("host path %s is a directory, not a file: point the setting at the file itself, or move the directory away, and retry: %w", p, ErrIsDir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, unwrapPath(err))
 	}
@@ -114,6 +117,40 @@ func entryExists(root, hostPath string) bool {
 }
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
+
+// Owned refuses (a *PathError wrapping ErrOwnedLink that names the link, its target and the
+// fix) when hostPath itself is a symbolic link. The files gpupolicy creates on a node (its
+// drop-in, status file, CDI spec, backups and scratch files) are its own: unlike the node's
+// config.toml and what it imports, which WriteFile keeps writing through their links, a link at
+// one of these names was put there by someone else and could aim the write at any file. Links
+// in the directories on the way are followed as Resolve does.
+func Owned(root, hostPath string) error {
+	local, err := entry(root, hostPath)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Lstat(local)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return nil // absent, or not a link: WriteFile reports what else is wrong
+	}
+	target, err := os.Readlink(local)
+	if err != nil {
+		return &PathError{Root: root, Path: hostPath, Err: unwrapPath(err)}
+	}
+	if root == "" {
+		root = "/"
+	}
+	return &PathError{Root: root, Path: hostPath, Link: hostPath, Target: target, Err: ErrOwnedLink}
+}
+
+// WriteOwned is WriteFile for a file gpupolicy owns: a symbolic link at hostPath is refused
+// (Owned) before anything is written.
+func (w Writer) WriteOwned(root, hostPath string, data []byte, perm fs.FileMode) (bool, error) {
+	if err := Owned(root, hostPath); err != nil {
+		return false, err
+	}
+	return w.WriteFile(root, hostPath, data, perm)
+}
 
 // Writable checks, without changing anything, that the host file hostPath can be created or
 // replaced the way WriteFile does it: its directory (or the nearest one that exists, which

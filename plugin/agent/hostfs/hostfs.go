@@ -38,7 +38,9 @@ func (w Writer) step(point string) {
 // WriteFile atomically replaces the host file hostPath (resolved inside root) with data
 // (mode perm) unless it already holds exactly data; it reports whether it wrote. When the path
 // is a symbolic link, the file the link names is replaced (the temporary file goes beside that
-// file) and the link stays as it was. A directory that cannot be written is refused before
+// file) and the link stays as it was: for the node's own files (containerd's config.toml and
+// what it imports); the files gpupolicy owns go through WriteOwned, which refuses a link. A
+// directory that cannot be written is refused before
 // anything is created (Writable).
 func (w Writer) WriteFile(root, hostPath string, data []byte, perm fs.FileMode) (bool, error) {
 	p, err := Resolve(root, hostPath)

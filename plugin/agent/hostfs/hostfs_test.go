@@ -1,9 +1,11 @@
 package hostfs
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -56,5 +58,37 @@ func TestCleanTempsAndRemove(t *testing.T) {
 	}
 	if err := CleanTemps(dir, "/missing"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// WriteOwned refuses a link at the file's own name (naming it, its target and the fix) and
+// writes nothing; a link in a directory on the way is followed.
+func TestWriteOwnedRefusesLink(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc/real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(root, "etc/real/own")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(root, "etc/dir")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Writer{}.WriteOwned(root, "/etc/dir/own", []byte("y"), 0o644)
+	if !errors.Is(err, ErrOwnedLink) || !strings.Contains(err.Error(), "host path /etc/dir/own under --host-root "+root+" is a symbolic link to /etc/passwd") ||
+		!strings.Contains(err.Error(), "remove the link (rm /etc/dir/own on the node)") {
+		t.Fatalf("got %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/passwd")); string(b) != "x" {
+		t.Fatalf("written through the link: %q", b)
+	}
+	if _, err := (Writer{}).WriteOwned(root, "/etc/dir/new", []byte("y"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/real/new")); string(b) != "y" {
+		t.Fatalf("through the directory link: %q", b)
 	}
 }

@@ -21,6 +21,10 @@ var (
 	ErrDanglingLink = errors.New("dangling symbolic link")
 	// ErrNotDir: a file where the path needs a directory.
 	ErrNotDir = errors.New("not a directory")
+	// ErrIsDir: a directory where a file is read (ReadFile).
+	ErrIsDir = errors.New("is a directory")
+	// ErrOwnedLink: a symbolic link at the name of a file gpupolicy owns (Owned).
+	ErrOwnedLink = errors.New("a symbolic link where gpupolicy keeps its own file")
 )
 
 // Path is a host path resolved inside the directory where the host's / is mounted.
@@ -52,6 +56,7 @@ type PathError struct {
 	Path   string // the host path asked for
 	Link   string // host path of the link at fault ("" when none)
 	Target string // that link's target as written
+	At     string // ErrNotDir: host path of the file where a directory must be
 	Err    error  // ErrLinkLoop, ErrDanglingLink, ErrNotDir, or what the file system said
 }
 
@@ -67,6 +72,16 @@ func (e *PathError) Error() string {
 	case errors.Is(e.Err, ErrDanglingLink):
 		return fmt.Sprintf("host path %s%s: symbolic link %s -> %s points to nothing on the host: gpupolicy does not create files through a dangling link (its target may be on a file system that is not mounted yet); create the target, or replace the link with the file or directory itself, and retry",
 			e.Path, under, e.Link, e.Target)
+	case errors.Is(e.Err, ErrOwnedLink):
+		return fmt.Sprintf("host path %s%s is a symbolic link to %s: gpupolicy creates this file itself and never writes or removes it through a link (the link could make it overwrite any file on the node); remove the link (rm %s on the node), and retry",
+			e.Path, under, e.Target, e.Path)
+	case errors.Is(e.Err, ErrNotDir):
+		via := ""
+		if e.Link != "" {
+			via = fmt.Sprintf(" (through symbolic link %s -> %s)", e.Link, e.Target)
+		}
+		return fmt.Sprintf("host path %s%s%s: %s is a file where a directory must be: move that file away, or point the setting at a path whose directories are directories, and retry",
+			e.Path, under, via, e.At)
 	case e.Link != "":
 		return fmt.Sprintf("host path %s%s (through symbolic link %s -> %s): %v", e.Path, under, e.Link, e.Target, e.Err)
 	default:
@@ -167,7 +182,9 @@ func Resolve(root, hostPath string) (Path, error) {
 			continue
 		}
 		if !fi.IsDir() && len(todo) > 0 {
-			return fail(fmt.Errorf("%s is not a directory: %w", next, ErrNotDir), links, c.from)
+			_, err := fail(fmt.Errorf("%s is not a directory: %w", next, ErrNotDir), links, c.from)
+			err.(*PathError).At = next
+			return p, err
 		}
 		real = next
 	}

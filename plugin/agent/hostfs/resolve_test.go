@@ -95,8 +95,8 @@ func TestResolveInsideRoot(t *testing.T) {
 		{"/etc/containerd/passwd", ErrDanglingLink, "-> /etc/passwd points to nothing"},
 		{"/etc/containerd/loop.toml", ErrLinkLoop, "more than 40 symbolic links (a loop"},
 		{"/etc/containerd/self/x", ErrLinkLoop, "/etc/containerd/self -> self"},
-		{"/etc/containerd/file/", ErrNotDir, "/usr/share/containerd/config.toml is not a directory"},
-		{"/usr/x/y", ErrNotDir, "/usr/x is not a directory"},
+		{"/etc/containerd/file/", ErrNotDir, "/usr/share/containerd/config.toml is a file where a directory must be"},
+		{"/usr/x/y", ErrNotDir, "/usr/x is a file where a directory must be: move that file away"},
 	} {
 		_, err := Resolve(root, c.path)
 		if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.msg) || !strings.Contains(err.Error(), "host path "+c.path) {

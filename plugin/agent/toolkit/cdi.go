@@ -142,7 +142,7 @@ func (in *Installer) installCDISpec(ctx context.Context) (bool, error) {
 	if err := validateCDISpec(b); err != nil {
 		return false, fmt.Errorf("CDI spec %s: output of %s cdi generate refused: %w", in.CDISpec, bin, err)
 	}
-	wrote, err := in.Writer.WriteFile(in.HostRoot, in.CDISpec, b, 0o644)
+	wrote, err := in.Writer.WriteOwned(in.HostRoot, in.CDISpec, b, 0o644)
 	if err != nil {
 		return false, fmt.Errorf("CDI spec %s: %w", in.CDISpec, err)
 	}

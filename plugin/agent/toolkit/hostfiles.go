@@ -53,7 +53,7 @@ func (in *Installer) backUp(configPath string, e *importEdit) error {
 	if e == nil || e.backup == "" {
 		return nil
 	}
-	if _, err := in.Writer.WriteFile(in.HostRoot, e.backup, e.src, 0o600); err != nil {
+	if _, err := in.Writer.WriteOwned(in.HostRoot, e.backup, e.src, 0o600); err != nil {
 		return fmt.Errorf("back up %s: %w", configPath, err)
 	}
 	in.log().Info("backed up containerd config before adding the import", "backup", e.backup)
@@ -61,7 +61,9 @@ func (in *Installer) backUp(configPath string, e *importEdit) error {
 }
 
 // writable refuses, before anything on the node changes, when a file Install may write cannot
-// be written: a read-only mount, or a link into one (Flatcar's /etc/containerd/config.toml).
+// be written: a read-only mount, or a link into one (Flatcar's /etc/containerd/config.toml);
+// or when one of the files gpupolicy owns (all but the main config) is a symbolic link
+// (hostfs.Owned).
 func (in *Installer) writable(configPath, dropIn, bin string, e *importEdit) error {
 	files := []string{dropIn, config.ToolkitStatusFile}
 	if bin != "" {
@@ -74,10 +76,29 @@ func (in *Installer) writable(configPath, dropIn, bin string, e *importEdit) err
 		}
 	}
 	if in.CDISpec != "" {
+		files = append(files, in.CDISpec, cdiScratch)
+	}
+	for _, f := range files {
+		if f != configPath {
+			if err := hostfs.Owned(in.HostRoot, f); err != nil {
+				return fmt.Errorf("%w; nothing on the node was changed", err)
+			}
+		}
+		if err := hostfs.Writable(in.HostRoot, f); err != nil {
+			return fmt.Errorf("%w; nothing on the node was changed", err)
+		}
+	}
+	return nil
+}
+
+// owned refuses, before Uninstall removes anything, a symbolic link at a file it removes.
+func (in *Installer) owned(dropIn string) error {
+	files := []string{dropIn, config.ToolkitStatusFile}
+	if in.CDISpec != "" {
 		files = append(files, in.CDISpec)
 	}
 	for _, f := range files {
-		if err := hostfs.Writable(in.HostRoot, f); err != nil {
+		if err := hostfs.Owned(in.HostRoot, f); err != nil {
 			return fmt.Errorf("%w; nothing on the node was changed", err)
 		}
 	}

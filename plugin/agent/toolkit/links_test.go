@@ -298,3 +298,47 @@ func assertSame(t *testing.T, before, after map[string]string) {
 		}
 	}
 }
+
+// A symbolic link at a file gpupolicy owns (the drop-in, the status file, the CDI spec, the
+// scratch files) is refused with the link, its target and the fix before anything is written,
+// by install and by uninstall: written through, a link to /etc/passwd would have the drop-in
+// overwrite it.
+func TestInstallRefusesLinkAtOwnedFile(t *testing.T) {
+	dropIn := filepath.Join(DefaultDropInDir, config.DropInFile)
+	for _, c := range []struct {
+		name, at string
+		cdi      bool
+	}{
+		{name: "drop-in", at: dropIn},
+		{name: "status file", at: config.ToolkitStatusFile},
+		{name: "CDI spec", at: config.CDISpecFile, cdi: true},
+		{name: "CDI scratch", at: cdiScratch, cdi: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			copyFile(t, testdata(t, "node-v2.toml"), filepath.Join(root, DefaultConfigPath))
+			if err := os.WriteFile(filepath.Join(root, "/etc/passwd"), []byte("root:x:0:0::/root:/bin/sh\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			link(t, root, c.at, "/etc/passwd")
+			in := &Installer{HostRoot: root, DropInSource: testdata(t, "dropin-v2.toml"), ContainerdVersion: "1.6",
+				RestartMode: RestartNone, ContainerdBinary: NoBinary, ProcDir: emptyProc()}
+			if c.cdi {
+				in.CDISpec = config.CDISpecFile
+			}
+			want := "host path " + c.at + " under --host-root " + root + " is a symbolic link to /etc/passwd: gpupolicy creates this file itself and never writes or removes it through a link (the link could make it overwrite any file on the node); remove the link (rm " + c.at + " on the node), and retry; nothing on the node was changed"
+			before := snapshot(t, root)
+			if _, err := in.Install(context.Background()); err == nil || err.Error() != want {
+				t.Fatalf("install: got %v\nwant %s", err, want)
+			}
+			assertSame(t, before, snapshot(t, root))
+			if c.at == cdiScratch {
+				return // uninstall never touches the scratch file
+			}
+			if _, err := in.Uninstall(context.Background()); err == nil || err.Error() != want {
+				t.Fatalf("uninstall: got %v\nwant %s", err, want)
+			}
+			assertSame(t, before, snapshot(t, root))
+		})
+	}
+}

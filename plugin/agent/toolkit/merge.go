@@ -16,6 +16,9 @@ import (
 type table = map[string]any
 
 func parseTOML(name string, b []byte) (table, error) {
+	if bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
+		return nil, fmt.Errorf("%s starts with a UTF-8 byte order mark (bytes EF BB BF, an editor's doing), which TOML does not allow: save the file as UTF-8 without a BOM (sed -i '1s/^\\xEF\\xBB\\xBF//' FILE) and retry", name)
+	}
 	t := table{}
 	if err := toml.Unmarshal(b, &t); err != nil {
 		return nil, tomlError(name, err)
@@ -168,7 +171,7 @@ func scratchDump(ctx context.Context, h Host, bin string, main table, imports []
 	if err != nil {
 		return nil, err
 	}
-	if _, err := (hostfs.Writer{}).WriteFile(h.Root, scratchConfig, b, 0o600); err != nil {
+	if _, err := (hostfs.Writer{}).WriteOwned(h.Root, scratchConfig, b, 0o600); err != nil {
 		return nil, err
 	}
 	defer func() { _, _ = hostfs.Writer{}.Remove(h.Root, scratchConfig) }()
@@ -209,7 +212,7 @@ func preflight(ctx context.Context, h Host, bin, configHostPath, dropIn string, 
 	if err != nil {
 		return err
 	}
-	if _, err := (hostfs.Writer{}).WriteFile(h.Root, scratchDropIn, candidate, 0o600); err != nil {
+	if _, err := (hostfs.Writer{}).WriteOwned(h.Root, scratchDropIn, candidate, 0o600); err != nil {
 		return err
 	}
 	defer func() { _, _ = hostfs.Writer{}.Remove(h.Root, scratchDropIn) }()

@@ -40,7 +40,7 @@ func WriteStatus(hostRoot string, st Status) error {
 	if err != nil {
 		return err
 	}
-	_, err = hostfs.Writer{}.WriteFile(hostRoot, config.ToolkitStatusFile, append(b, '\n'), 0o644)
+	_, err = hostfs.Writer{}.WriteOwned(hostRoot, config.ToolkitStatusFile, append(b, '\n'), 0o644)
 	return err
 }
 

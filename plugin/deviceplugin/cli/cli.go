@@ -72,6 +72,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gpu-device-plugin: %v\n", err)
 		return 2
 	}
+	if err := config.CheckInterval("probe-interval", *probe, config.MinProbeInterval, config.MaxProbeInterval, 5*time.Second); err != nil {
+		fmt.Fprintf(stderr, "gpu-device-plugin: %v\n", err)
+		return 2
+	}
 	log, err := newLogger(stderr, *logFormat, *nodeName)
 	if err != nil {
 		fmt.Fprintf(stderr, "gpu-device-plugin: %v\n", err)

@@ -46,6 +46,11 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"--plugin-dir", filepath.Join(dir, "missing"), "--nvml-mock", "dgxa100"}, 1, "mount the kubelet's device-plugins directory"},
 		{[]string{"--config", writeConfig(t, "migStrategy: half\n"), "--nvml-mock", "dgxa100"}, 1, "field migStrategy"},
 		{[]string{"--log-format", "xml"}, 2, "--log-format"},
+		// 0s and -1s were accepted; 1ns probed every GPU in a busy loop.
+		{[]string{"--probe-interval", "0s"}, 2, "gpu-device-plugin: --probe-interval 0s is out of range: use 1s to 1m0s (default 5s)"},
+		{[]string{"--probe-interval", "-1s"}, 2, "--probe-interval -1s is out of range"},
+		{[]string{"--probe-interval", "1ns"}, 2, "--probe-interval 1ns is out of range"},
+		{[]string{"--probe-interval", "2m"}, 2, "--probe-interval 2m0s is out of range"},
 		{[]string{"extra"}, 2, "unexpected arguments"},
 		// A relative --plugin-dir made gRPC read "unix://plugins/kubelet.sock" as host "plugins"
 		// and retry with an authority error; it is refused at start-up, as every path flag.

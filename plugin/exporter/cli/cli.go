@@ -51,8 +51,8 @@ Flags:
 	if err := config.CheckAbsolutePaths(fs, "pod-resources-socket"); err != nil {
 		return o, "", err
 	}
-	if o.Interval < 100*time.Millisecond {
-		return o, "", fmt.Errorf("--interval %s is too short: use at least 100ms (the policy default is 15s)", o.Interval)
+	if err := config.CheckInterval("interval", o.Interval, config.MinExporterInterval, config.MaxExporterInterval, 15*time.Second); err != nil {
+		return o, "", fmt.Errorf("%w: the bounds of spec.exporter.interval, which is also the scrape interval", err)
 	}
 	if o.PodResourcesRefresh < 100*time.Millisecond {
 		return o, "", fmt.Errorf("--pod-resources-refresh %s is too short: use at least 100ms", o.PodResourcesRefresh)

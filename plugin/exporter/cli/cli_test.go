@@ -36,7 +36,8 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--interval", "1ms"}, 2, "--interval"},
+		{[]string{"--interval", "1ms"}, 2, "--interval 1ms is out of range: use 1s to 2m30s (default 15s): the bounds of spec.exporter.interval, which is also the scrape interval"},
+		{[]string{"--interval", "24h"}, 2, "--interval 24h0m0s is out of range: use 1s to 2m30s"},
 		{[]string{"--pod-resources-refresh", "0s"}, 2, "--pod-resources-refresh"},
 		{[]string{"--log-level", "loud"}, 2, "--log-level"},
 		{[]string{"extra"}, 2, "flags only"},
@@ -100,7 +101,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	var code int
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		code = Main(ctx, []string{"--nvml-mock", "dgxa100", "--listen", addr, "--interval", "200ms",
+		code = Main(ctx, []string{"--nvml-mock", "dgxa100", "--listen", addr, "--interval", "1s",
 			"--hostname", "node-x", "--pod-resources-socket", filepath.Join(t.TempDir(), "none.sock")}, io.Discard, &logs)
 	})
 	waitReady(t, addr)
@@ -137,7 +138,7 @@ func TestBinaryResidentMemory(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	addr := freeAddr(t)
-	cmd := exec.Command(bin, "--nvml-mock", "dgxa100", "--listen", addr, "--interval", "100ms",
+	cmd := exec.Command(bin, "--nvml-mock", "dgxa100", "--listen", addr, "--interval", "1s",
 		"--pod-resources-socket", filepath.Join(t.TempDir(), "none.sock"))
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
