@@ -25,7 +25,7 @@ func Render(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("render", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	policyFile := fs.String("f", "", "the GPUPolicy file to render (required)")
-	outDir := fs.String("o", "", "directory to write the rendered tree to (required); it is replaced as a whole, atomically, and only if it is empty or was written by render")
+	outDir := fs.String("o", "", "directory to write the rendered tree to (required); it is replaced as a whole, atomically, and only if it is empty or holds nothing but what an earlier render wrote (POLICY must lie outside it)")
 	defaults := render.DefaultFileOptions()
 	fluxPath := fs.String("flux-path", "", "gitops: flux only: the output directory's path in the Git repository Flux reads, for the Kustomizations' spec.path (default: -o relative to the current directory, which should be the repository root)")
 	fluxSource := fs.String("flux-source", defaults.FluxSourceKind+"/"+defaults.FluxSourceName, "gitops: flux only: KIND/NAME of the Flux source the Kustomizations read")
@@ -40,8 +40,10 @@ kustomization.yaml; gitops: flux adds one per stage directory and flux/ with one
 Kustomization per stage, chained with dependsOn and wait: true. AUDIT.md at the top is the
 privilege report (gpupolicy-fn audit) for the reviewer. Warnings go to stderr; any
 error exits 1 and leaves DIR untouched, and so does SIGINT or SIGTERM ("interrupted"): the
-new tree replaces DIR in one step at the very end, or not at all. POLICY may be at most
-1 MiB (see Limits in the GPUPolicy reference).
+new tree replaces DIR in one step at the very end, or not at all. DIR must be new, empty,
+or hold only what an earlier render wrote (its kustomization files, the files they list,
+AUDIT.md): any other entry (.git, a note, POLICY itself) is named and DIR is left alone.
+POLICY may be at most 1 MiB (see Limits in the GPUPolicy reference).
 
 Flags:
 `)
@@ -52,6 +54,10 @@ Flags:
 	}
 	if *policyFile == "" || *outDir == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "render: -f POLICY and -o DIR are required and no other arguments are taken (see render --help)")
+		return 2
+	}
+	if err := checkInputOutside(*policyFile, *outDir); err != nil {
+		fmt.Fprintf(stderr, "render: %v\n", err)
 		return 2
 	}
 	opts := defaults
@@ -175,6 +181,45 @@ func readPolicy(ctx context.Context, name string) ([]byte, error) {
 		return nil, err
 	}
 	return data, nil
+}
+
+// checkInputOutside refuses a policy file inside the output directory: render replaces that
+// directory as a whole, so the policy would be deleted by its own render.
+func checkInputOutside(policy, dir string) error {
+	p, errP := resolvedAbs(policy)
+	d, errD := resolvedAbs(dir)
+	if errP != nil || errD != nil {
+		return nil // a missing policy is reported when it is read; a missing dir holds nothing
+	}
+	if rel, err := filepath.Rel(d, p); err == nil && filepath.IsLocal(rel) {
+		fix := "render into a directory that does not hold it"
+		if sub := filepath.Join(d, "gpu"); !strings.HasPrefix(p, sub+string(filepath.Separator)) {
+			fix += ", e.g. -o " + filepath.Join(dir, "gpu")
+		}
+		return fmt.Errorf("-f %s lies inside -o %s, which render replaces as a whole (the policy would be deleted): %s", policy, dir, fix)
+	}
+	return nil
+}
+
+// resolvedAbs is name made absolute with every symbolic link resolved; a name that does not
+// exist yet keeps its last elements as given.
+func resolvedAbs(name string) (string, error) {
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return "", err
+	}
+	var rest []string
+	for {
+		if r, err := filepath.EvalSymlinks(abs); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...), nil
+		}
+		parent := filepath.Dir(abs)
+		if parent == abs {
+			return abs, nil
+		}
+		rest = append([]string{filepath.Base(abs)}, rest...)
+		abs = parent
+	}
 }
 
 func gitopsName(p *v1alpha1.GPUPolicy) string { return "gitops: " + p.Spec.GitOps }

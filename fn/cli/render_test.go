@@ -28,9 +28,15 @@ func TestRenderWritesTree(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	// A second render replaces the tree: a stale file disappears, nothing is left beside it.
+	// A second render replaces the tree: a stale file an earlier render wrote (listed in its
+	// kustomization) disappears, nothing is left beside it.
 	stale := filepath.Join(dir, "01-driver", "daemonset-old.yaml")
 	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := filepath.Join(dir, "kustomization.yaml")
+	kb, _ := os.ReadFile(k)
+	if err := os.WriteFile(k, append(kb, "- 01-driver/daemonset-old.yaml\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 {
@@ -57,6 +63,50 @@ func TestRenderRefusesForeignDir(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(keep); string(b) != "mine" {
 		t.Fatal("a foreign file was touched")
+	}
+}
+
+// TestRenderKeepsForeignEntries: a tree render wrote before, which now also holds a .git and
+// the user's policy, is refused with every foreign entry named, and nothing in it is lost.
+func TestRenderKeepsForeignEntries(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "repo")
+	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 {
+		t.Fatal(errs)
+	}
+	src, _ := os.ReadFile(policyFile)
+	mine := map[string]string{".git/HEAD": "ref: refs/heads/main\n", "notes.md": "mine", "01-driver/extra.yaml": "x"}
+	for name, body := range mine {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir)
+	want := dir + " holds .git/, 01-driver/extra.yaml, notes.md, which render did not write: render replaces the whole directory and would delete them; move them out of " + dir
+	if code != 1 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d: %s\nwant %s", code, errs, want)
+	}
+	for name, body := range mine {
+		if b, _ := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name))); string(b) != body {
+			t.Errorf("%s was touched", name)
+		}
+	}
+
+	// The policy itself inside the tree: always refused, before anything is read or written.
+	inside := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(inside, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = fntest.Run(Render, "-f", inside, "-o", dir)
+	want = "render: -f " + inside + " lies inside -o " + dir + ", which render replaces as a whole (the policy would be deleted): render into a directory that does not hold it, e.g. -o " + filepath.Join(dir, "gpu")
+	if code != 2 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d: %s\nwant %s", code, errs, want)
+	}
+	if b, _ := os.ReadFile(inside); !bytes.Equal(b, src) {
+		t.Fatal("the policy was touched")
 	}
 }
 
