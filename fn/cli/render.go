@@ -43,6 +43,7 @@ error exits 1 and leaves DIR untouched, and so does SIGINT or SIGTERM ("interrup
 new tree replaces DIR in one step at the very end, or not at all. DIR must be new, empty,
 or hold only what an earlier render wrote (its kustomization files, the files they list,
 AUDIT.md): any other entry (.git, a note, POLICY itself) is named and DIR is left alone.
+If DIR is a symbolic link, the tree goes into the directory it points to and the link stays.
 POLICY may be at most 1 MiB (see Limits in the GPUPolicy reference).
 
 Flags:

@@ -110,6 +110,54 @@ func TestRenderKeepsForeignEntries(t *testing.T) {
 	}
 }
 
+// TestRenderThroughLink: -o naming a symbolic link renders into the directory it points to and
+// keeps the link; a dangling link is refused.
+func TestRenderThroughLink(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "fleet", "gpu")
+	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", target); code != 0 {
+		t.Fatal(errs)
+	}
+	stale := filepath.Join(target, "01-driver", "daemonset-old.yaml")
+	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := filepath.Join(target, "kustomization.yaml")
+	kb, _ := os.ReadFile(k)
+	if err := os.WriteFile(k, append(kb, "- 01-driver/daemonset-old.yaml\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "gpu")
+	if err := os.Symlink(filepath.Join("fleet", "gpu"), link); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", link); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", st, err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatal("the target kept the old tree")
+	}
+	if _, err := os.Stat(filepath.Join(target, "kustomization.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	dangling := filepath.Join(base, "dangling")
+	if err := os.Symlink("nowhere", dangling); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dangling)
+	want := dangling + " is a symbolic link to nowhere, which does not resolve (no such file or directory): create the directory it points to, or give -o a directory"
+	if code != 1 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d: %s\nwant %s", code, errs, want)
+	}
+	if dest, err := os.Readlink(dangling); err != nil || dest != "nowhere" {
+		t.Fatal("the dangling link was touched")
+	}
+}
+
 // TestRenderErrorWritesNothing: an invalid policy leaves an existing tree exactly as it was.
 func TestRenderErrorWritesNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")

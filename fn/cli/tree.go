@@ -28,6 +28,9 @@ func writeTree(ctx context.Context, dir string, files map[string][]byte) error {
 	if err != nil {
 		return err
 	}
+	if dir, err = linkTarget(dir); err != nil {
+		return err
+	}
 	if filepath.Dir(dir) == dir {
 		return fmt.Errorf("%s: render needs a directory of its own, not the file system root", dir)
 	}
@@ -53,6 +56,30 @@ func writeTree(ctx context.Context, dir string, files map[string][]byte) error {
 		return err
 	}
 	return swapDir(tmp, dir)
+}
+
+// linkTarget is where the tree goes when dir is a symbolic link: into the directory it points
+// to, and the link stays. A link is how the user named the tree (repo/gpu -> ../fleet/gpu);
+// swapping a new directory in place of the link would leave the target's old tree behind,
+// silently, and change the repository's layout. The swap at the target's own path is as atomic
+// for a reader that goes through the link. A link to nothing, or to a file, is refused.
+func linkTarget(dir string) (string, error) {
+	st, err := os.Lstat(dir)
+	if err != nil || st.Mode()&fs.ModeSymlink == 0 {
+		if err == nil && !st.IsDir() {
+			return "", fmt.Errorf("%s is a file, not a directory: give -o a directory (new, empty, or one render wrote)", dir)
+		}
+		return dir, nil
+	}
+	target, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		dest, _ := os.Readlink(dir)
+		return "", fmt.Errorf("%s is a symbolic link to %s, which does not resolve (%v): create the directory it points to, or give -o a directory", dir, dest, errors.Unwrap(err))
+	}
+	if st, err := os.Stat(target); err == nil && !st.IsDir() {
+		return "", fmt.Errorf("%s is a symbolic link to the file %s, not a directory: give -o a directory (new, empty, or one render wrote)", dir, target)
+	}
+	return target, nil
 }
 
 // writeFiles writes files under root, in name order, each directory made once, until ctx is
