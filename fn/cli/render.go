@@ -8,7 +8,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/fn/audit"
@@ -27,9 +30,9 @@ func Render(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	policyFile := fs.String("f", "", "the GPUPolicy file to render (required)")
 	outDir := fs.String("o", "", "directory to write the rendered tree to (required); it is replaced as a whole, atomically, and only if it is empty or holds nothing but what an earlier render wrote (POLICY must lie outside it)")
 	defaults := render.DefaultFileOptions()
-	fluxPath := fs.String("flux-path", "", "gitops: flux only: the output directory's path in the Git repository Flux reads, for the Kustomizations' spec.path (default: -o relative to the current directory, which should be the repository root)")
-	fluxSource := fs.String("flux-source", defaults.FluxSourceKind+"/"+defaults.FluxSourceName, "gitops: flux only: KIND/NAME of the Flux source the Kustomizations read")
-	fluxNamespace := fs.String("flux-namespace", defaults.FluxNamespace, "gitops: flux only: namespace of the Flux Kustomization objects")
+	fluxPath := fs.String("flux-path", "", "gitops: flux only: the output directory's path in the Git repository Flux reads, for the Kustomizations' spec.path relative to the repository root, never above it (default: -o relative to the current directory, which should be the repository root)")
+	fluxSource := fs.String("flux-source", defaults.FluxSourceKind+"/"+defaults.FluxSourceName, "gitops: flux only: KIND/NAME of the Flux source the Kustomizations read; KIND is GitRepository, OCIRepository, Bucket or ExternalArtifact")
+	fluxNamespace := fs.String("flux-namespace", defaults.FluxNamespace, "gitops: flux only: namespace of the Flux Kustomization objects; not spec.namespace, which the GPU stack prunes")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: gpupolicy-fn render -f POLICY -o DIR [flags]
 
@@ -44,6 +47,7 @@ new tree replaces DIR in one step at the very end, or not at all. DIR must be ne
 or hold only what an earlier render wrote (its kustomization files, the files they list,
 AUDIT.md): any other entry (.git, a note, POLICY itself) is named and DIR is left alone.
 If DIR is a symbolic link, the tree goes into the directory it points to and the link stays.
+The --flux-* flags are refused for a policy that is not gitops: flux.
 POLICY may be at most 1 MiB (see Limits in the GPUPolicy reference).
 
 Flags:
@@ -61,21 +65,10 @@ Flags:
 		fmt.Fprintf(stderr, "render: %v\n", err)
 		return 2
 	}
-	opts := defaults
-	opts.FluxNamespace = *fluxNamespace
-	kind, name, ok := strings.Cut(*fluxSource, "/")
-	if !ok || kind == "" || name == "" {
-		fmt.Fprintf(stderr, "render: --flux-source %q must be KIND/NAME, e.g. GitRepository/flux-system\n", *fluxSource)
+	opts, fluxSet, err := fluxOptions(fs, defaults, *outDir, *fluxPath, *fluxSource, *fluxNamespace)
+	if err != nil {
+		fmt.Fprintf(stderr, "render: %v\n", err)
 		return 2
-	}
-	opts.FluxSourceKind, opts.FluxSourceName = kind, name
-	opts.FluxPath = *fluxPath
-	if opts.FluxPath == "" {
-		if filepath.IsAbs(*outDir) {
-			opts.FluxPath = "" // Files names the missing flag if the policy uses flux
-		} else {
-			opts.FluxPath = path.Clean(filepath.ToSlash(*outDir))
-		}
 	}
 
 	data, err := readPolicy(ctx, *policyFile)
@@ -89,7 +82,7 @@ Flags:
 	// The tree is built in memory (pure work, nothing written) while a signal is waited
 	// for: an interrupted render returns at once and leaves that work to the process's end.
 	built := make(chan tree, 1)
-	go func() { built <- buildTree(ctx, data, opts) }()
+	go func() { built <- buildTree(ctx, data, opts, fluxSet) }()
 	var t tree
 	select {
 	case <-ctx.Done():
@@ -103,6 +96,10 @@ Flags:
 	if t.res.HasErrors() {
 		fmt.Fprintf(stderr, "render: %s has errors; nothing was written\n", *policyFile)
 		return 1
+	}
+	if t.flagErr != nil {
+		fmt.Fprintf(stderr, "render: %v; nothing was written\n", t.flagErr)
+		return 2
 	}
 	if t.err != nil {
 		fmt.Fprintf(stderr, "render: %v\n", t.err)
@@ -121,21 +118,92 @@ Flags:
 	return 0
 }
 
+// fluxSources are the source kinds a Flux Kustomization's sourceRef takes.
+var fluxSources = []string{"GitRepository", "OCIRepository", "Bucket", "ExternalArtifact"}
+
+// fluxOptions reads the --flux-* flags into the tree's options, refusing what Flux could not
+// read: a namespace or source name that is no Kubernetes name, a source kind Flux has not, a
+// path outside the repository. It also returns the flux flags given explicitly.
+func fluxOptions(fs *flag.FlagSet, opts render.FileOptions, outDir, fluxPath, fluxSource, fluxNamespace string) (render.FileOptions, []string, error) {
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "flux-") {
+			set = append(set, "--"+f.Name)
+		}
+	})
+	if errs := validation.IsDNS1123Label(fluxNamespace); len(errs) > 0 {
+		return opts, nil, fmt.Errorf("--flux-namespace %q is not a namespace name (%s): use Flux's own namespace, e.g. %s", fluxNamespace, errs[0], opts.FluxNamespace)
+	}
+	opts.FluxNamespace = fluxNamespace
+	kind, name, ok := strings.Cut(fluxSource, "/")
+	if !ok || kind == "" || name == "" || strings.Contains(name, "/") {
+		return opts, nil, fmt.Errorf("--flux-source %q must be KIND/NAME, e.g. GitRepository/flux-system (the source is in the Kustomizations' namespace, --flux-namespace)", fluxSource)
+	}
+	if !slices.Contains(fluxSources, kind) {
+		return opts, nil, fmt.Errorf("--flux-source %q: %s is not a Flux source kind: use one of %s, e.g. GitRepository/%s", fluxSource, kind, strings.Join(fluxSources, ", "), name)
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return opts, nil, fmt.Errorf("--flux-source %q: %q is not a Kubernetes object name (%s): use the name of the %s, e.g. %s/flux-system", fluxSource, name, errs[0], kind, kind)
+	}
+	opts.FluxSourceKind, opts.FluxSourceName = kind, name
+	opts.FluxPath = fluxPath
+	if fluxPath == "" && !filepath.IsAbs(outDir) { // an absolute -o: Files names the missing flag if the policy uses flux
+		opts.FluxPath = filepath.ToSlash(outDir)
+	}
+	return opts, set, nil
+}
+
+// checkFluxUse refuses flux flags the policy would ignore (gitops is not flux), a Flux
+// namespace that is the policy's own (the prereqs stage owns that Namespace and prunes it with
+// the GPU stack, Flux's Kustomizations included) and a path Flux cannot read: spec.path is
+// relative to the repository's root. It cleans opts.FluxPath.
+func checkFluxUse(p *v1alpha1.GPUPolicy, opts *render.FileOptions, set []string) error {
+	if p.Spec.GitOps != v1alpha1.GitOpsFlux {
+		if len(set) > 0 {
+			return fmt.Errorf("%s apply to gitops: flux only, and the policy has gitops: %s: drop them, or set spec.gitops: flux", strings.Join(set, ", "), p.Spec.GitOps)
+		}
+		return nil
+	}
+	if opts.FluxNamespace == p.Spec.Namespace {
+		return fmt.Errorf("--flux-namespace %s is spec.namespace, which the prereqs stage owns and prunes with the GPU stack: keep the Kustomizations in Flux's own namespace, e.g. --flux-namespace flux-system", opts.FluxNamespace)
+	}
+	if opts.FluxPath == "" {
+		return nil
+	}
+	which := "--flux-path"
+	if !slices.Contains(set, which) {
+		which = "-o"
+	}
+	clean := path.Clean(opts.FluxPath)
+	switch {
+	case path.IsAbs(clean):
+		return fmt.Errorf("%s %q is absolute: Flux reads spec.path relative to the root of the Git repository; give the tree's path from there with --flux-path, e.g. ./%s", which, opts.FluxPath, strings.TrimPrefix(clean, "/"))
+	case clean != "." && !filepath.IsLocal(filepath.FromSlash(clean)):
+		return fmt.Errorf("%s %q leaves the Git repository Flux reads (spec.path is relative to its root): give the tree's path from the repository root with --flux-path, e.g. ./clusters/prod/gpu", which, opts.FluxPath)
+	}
+	opts.FluxPath = clean
+	return nil
+}
+
 // tree is what render writes, or why it cannot.
 type tree struct {
-	policy *v1alpha1.GPUPolicy
-	objs   render.Objects
-	files  map[string][]byte
-	res    validate.Results
-	err    error
+	policy  *v1alpha1.GPUPolicy
+	objs    render.Objects
+	files   map[string][]byte
+	res     validate.Results
+	flagErr error // a flag the policy cannot take (checkFluxUse)
+	err     error
 }
 
 // buildTree decodes, validates and renders the policy into the files of the tree, AUDIT.md
-// included.
-func buildTree(ctx context.Context, data []byte, opts render.FileOptions) tree {
+// included. fluxSet are the --flux-* flags given, which the policy must take (checkFluxUse).
+func buildTree(ctx context.Context, data []byte, opts render.FileOptions, fluxSet []string) tree {
 	p, objs, res := pipeline.LoadContext(ctx, data, validate.Options{})
 	t := tree{policy: p, objs: objs, res: res}
 	if res.HasErrors() {
+		return t
+	}
+	if t.flagErr = checkFluxUse(p, &opts, fluxSet); t.flagErr != nil {
 		return t
 	}
 	if t.files, t.err = render.Files(p, objs, opts); t.err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -215,5 +216,59 @@ func TestRenderUsage(t *testing.T) {
 	}
 	if code, _, _ := fntest.Run(Render, "-f", policyFile); code != 2 {
 		t.Fatalf("missing -o: exit %d", code)
+	}
+}
+
+// TestRenderFluxFlags: a --flux-* flag Flux could not read, or one the policy would ignore, is
+// refused with exit 2 before anything is written.
+func TestRenderFluxFlags(t *testing.T) {
+	flux, err := filepath.Abs("../render/testdata/flux/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	argo, _ := filepath.Abs(policyFile)
+	for _, c := range []struct {
+		policy string
+		args   []string
+		want   string
+	}{
+		{flux, []string{"--flux-namespace", "BAD_NS"}, `render: --flux-namespace "BAD_NS" is not a namespace name (a lowercase RFC 1123 label`},
+		{flux, []string{"--flux-namespace", "gpu-system"}, "render: --flux-namespace gpu-system is spec.namespace, which the prereqs stage owns and prunes with the GPU stack: keep the Kustomizations in Flux's own namespace, e.g. --flux-namespace flux-system; nothing was written"},
+		{flux, []string{"--flux-source", "GitRepository/a/b"}, `render: --flux-source "GitRepository/a/b" must be KIND/NAME, e.g. GitRepository/flux-system`},
+		{flux, []string{"--flux-source", "Git/fleet"}, `render: --flux-source "Git/fleet": Git is not a Flux source kind: use one of GitRepository, OCIRepository, Bucket, ExternalArtifact, e.g. GitRepository/fleet`},
+		{flux, []string{"--flux-source", "GitRepository/Fleet_1"}, `render: --flux-source "GitRepository/Fleet_1": "Fleet_1" is not a Kubernetes object name`},
+		{flux, []string{"--flux-path", "../../x"}, `render: --flux-path "../../x" leaves the Git repository Flux reads (spec.path is relative to its root): give the tree's path from the repository root with --flux-path, e.g. ./clusters/prod/gpu; nothing was written`},
+		{flux, []string{"--flux-path", "/abs"}, `render: --flux-path "/abs" is absolute: Flux reads spec.path relative to the root of the Git repository; give the tree's path from there with --flux-path, e.g. ./abs; nothing was written`},
+		{flux, []string{"-o", "../x"}, `render: -o "../x" leaves the Git repository Flux reads`},
+		{argo, []string{"--flux-namespace", "flux"}, "render: --flux-namespace apply to gitops: flux only, and the policy has gitops: argocd: drop them, or set spec.gitops: flux; nothing was written"},
+	} {
+		base := t.TempDir()
+		work := filepath.Join(base, "repo")
+		if err := os.Mkdir(work, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(work)
+		args := append([]string{"-f", c.policy}, c.args...)
+		if !slices.Contains(c.args, "-o") {
+			args = append(args, "-o", "out")
+		}
+		code, _, errs := fntest.Run(Render, args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d: %s\nwant %s", c.args, code, errs, c.want)
+		}
+		for _, d := range []string{filepath.Join(work, "out"), filepath.Join(base, "x")} {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				t.Errorf("%v: %s was written", c.args, d)
+			}
+		}
+	}
+	// A path from the repository root, with ./ and a trailing slash, is the Kustomizations' path.
+	out := filepath.Join(t.TempDir(), "gpu")
+	if code, _, errs := fntest.Run(Render, "-f", flux, "-o", out, "--flux-path", "./clusters/prod/gpu/"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "flux", "fleet-prereqs.yaml"))
+	if !strings.Contains(string(b), "path: ./clusters/prod/gpu/00-prereqs\n") {
+		t.Fatalf("flux/fleet-prereqs.yaml:\n%s", b)
 	}
 }
