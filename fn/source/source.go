@@ -82,7 +82,10 @@ func Load(path string, opts validate.Options) (*Input, error) {
 		in.Objects, err = objs.Unstructured()
 		return in, err
 	}
-	in.Objects, err = Decode(path, data)
+	if in.Objects, err = Decode(path, data); err == nil && len(in.Objects) == 0 {
+		// An empty file would pass as a stack with nothing to review: "0 workloads", no diff.
+		return nil, fmt.Errorf("%s holds no Kubernetes objects (it is empty or only comments): pass a GPUPolicy file, a directory written by `gpupolicy-fn render -o` or a file of rendered objects", path)
+	}
 	return in, err
 }
 
