@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,5 +48,28 @@ func TestEmptyInputRefused(t *testing.T) {
 		if code, out, errs := fntest.Run(Diff, "../audit/testdata/fixture.yaml", p); code != 1 || out != "" || !strings.Contains(errs, want) {
 			t.Errorf("diff fixture %s: exit %d, stdout %q: %s", name, code, out, errs)
 		}
+	}
+}
+
+// TestDashIsNotStdin: "-" as a file is refused by render, audit and diff with the way to read
+// stdin (/dev/stdin), not "open -: no such file".
+func TestDashIsNotStdin(t *testing.T) {
+	const want = `"-" is not read as stdin: save the input to a file and pass its name, or pass /dev/stdin to read it from a pipe`
+	out := filepath.Join(t.TempDir(), "out")
+	for _, c := range []struct {
+		cmd    func(context.Context, []string, io.Writer, io.Writer) int
+		args   []string
+		prefix string
+	}{
+		{Render, []string{"-f", "-", "-o", out}, "render: -f -: "},
+		{Audit, []string{"-f", "-"}, "audit: "},
+		{Diff, []string{"-", "../audit/testdata/fixture.yaml"}, "diff: "},
+	} {
+		if code, _, errs := fntest.Run(c.cmd, c.args...); code != 1 || !strings.Contains(errs, c.prefix+want) {
+			t.Errorf("%v: exit %d: %s", c.args, code, errs)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Error("render wrote its output")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/audit"
 	"github.com/gpupolicy/gpupolicy/fn/pipeline"
 	"github.com/gpupolicy/gpupolicy/fn/render"
+	"github.com/gpupolicy/gpupolicy/fn/source"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
@@ -230,6 +231,9 @@ func interrupted(stderr io.Writer, dir string) int {
 // it (a regular file) or after reading one byte more (a pipe). A read that blocks (a FIFO no
 // one writes) ends when ctx does.
 func readPolicy(ctx context.Context, name string) ([]byte, error) {
+	if name == "-" {
+		return nil, fmt.Errorf("-f -: %w", source.ErrStdin)
+	}
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
