@@ -136,6 +136,16 @@ func sizeError(what, size string, limit int64) error {
 	return fmt.Errorf("%s is over the %s limit (it is %s; see Limits in the GPUPolicy reference): a GPUPolicy is a few KiB; check that this is the right input", what, byteSize(limit), size)
 }
 
+// CheckResourceListRead is CheckRead for a KRM function's stdin, read through
+// io.LimitReader(r, MaxResourceListBytes+1). Its bulk is the items the orchestrator passes
+// through, not the policy, so the error says where the bytes come from and how to shed them.
+func CheckResourceListRead(data []byte) error {
+	if int64(len(data)) <= MaxResourceListBytes {
+		return nil
+	}
+	return fmt.Errorf("the ResourceList on stdin is over the %s limit (it is more than that; see Limits in the GPUPolicy reference): it holds the GPUPolicy (a few KiB) and every item the orchestrator passes through, the other resources of the kustomization or kpt package: generate the GPU stack in a kustomization or package of its own, so that only the policy reaches the function", byteSize(MaxResourceListBytes))
+}
+
 // CheckText refuses what YAML cannot read, naming the line: bytes that are not UTF-8 (a file
 // saved as Latin-1) and control characters. YAML parsers report both without a line.
 func CheckText(what string, data []byte) error {
