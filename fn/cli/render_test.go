@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,9 +29,15 @@ func TestRenderWritesTree(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	// A second render replaces the tree: a stale file disappears, nothing is left beside it.
+	// A second render replaces the tree: a stale file an earlier render wrote (listed in its
+	// kustomization) disappears, nothing is left beside it.
 	stale := filepath.Join(dir, "01-driver", "daemonset-old.yaml")
 	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := filepath.Join(dir, "kustomization.yaml")
+	kb, _ := os.ReadFile(k)
+	if err := os.WriteFile(k, append(kb, "- 01-driver/daemonset-old.yaml\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 {
@@ -57,6 +64,98 @@ func TestRenderRefusesForeignDir(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(keep); string(b) != "mine" {
 		t.Fatal("a foreign file was touched")
+	}
+}
+
+// TestRenderKeepsForeignEntries: a tree render wrote before, which now also holds a .git and
+// the user's policy, is refused with every foreign entry named, and nothing in it is lost.
+func TestRenderKeepsForeignEntries(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "repo")
+	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 {
+		t.Fatal(errs)
+	}
+	src, _ := os.ReadFile(policyFile)
+	mine := map[string]string{".git/HEAD": "ref: refs/heads/main\n", "notes.md": "mine", "01-driver/extra.yaml": "x"}
+	for name, body := range mine {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir)
+	want := dir + " holds .git/, 01-driver/extra.yaml, notes.md, which render did not write: render replaces the whole directory and would delete them; move them out of " + dir
+	if code != 1 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d: %s\nwant %s", code, errs, want)
+	}
+	for name, body := range mine {
+		if b, _ := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name))); string(b) != body {
+			t.Errorf("%s was touched", name)
+		}
+	}
+
+	// The policy itself inside the tree: always refused, before anything is read or written.
+	inside := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(inside, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = fntest.Run(Render, "-f", inside, "-o", dir)
+	want = "render: -f " + inside + " lies inside -o " + dir + ", which render replaces as a whole (the policy would be deleted): render into a directory that does not hold it, e.g. -o " + filepath.Join(dir, "gpu")
+	if code != 2 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d: %s\nwant %s", code, errs, want)
+	}
+	if b, _ := os.ReadFile(inside); !bytes.Equal(b, src) {
+		t.Fatal("the policy was touched")
+	}
+}
+
+// TestRenderThroughLink: -o naming a symbolic link renders into the directory it points to and
+// keeps the link; a dangling link is refused.
+func TestRenderThroughLink(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "fleet", "gpu")
+	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", target); code != 0 {
+		t.Fatal(errs)
+	}
+	stale := filepath.Join(target, "01-driver", "daemonset-old.yaml")
+	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := filepath.Join(target, "kustomization.yaml")
+	kb, _ := os.ReadFile(k)
+	if err := os.WriteFile(k, append(kb, "- 01-driver/daemonset-old.yaml\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "gpu")
+	if err := os.Symlink(filepath.Join("fleet", "gpu"), link); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", link); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", st, err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatal("the target kept the old tree")
+	}
+	if _, err := os.Stat(filepath.Join(target, "kustomization.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	dangling := filepath.Join(base, "dangling")
+	if err := os.Symlink("nowhere", dangling); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dangling)
+	want := dangling + " is a symbolic link to nowhere, which does not resolve (no such file or directory): create the directory it points to, or give -o a directory"
+	if code != 1 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d: %s\nwant %s", code, errs, want)
+	}
+	if dest, err := os.Readlink(dangling); err != nil || dest != "nowhere" {
+		t.Fatal("the dangling link was touched")
 	}
 }
 
@@ -117,5 +216,59 @@ func TestRenderUsage(t *testing.T) {
 	}
 	if code, _, _ := fntest.Run(Render, "-f", policyFile); code != 2 {
 		t.Fatalf("missing -o: exit %d", code)
+	}
+}
+
+// TestRenderFluxFlags: a --flux-* flag Flux could not read, or one the policy would ignore, is
+// refused with exit 2 before anything is written.
+func TestRenderFluxFlags(t *testing.T) {
+	flux, err := filepath.Abs("../render/testdata/flux/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	argo, _ := filepath.Abs(policyFile)
+	for _, c := range []struct {
+		policy string
+		args   []string
+		want   string
+	}{
+		{flux, []string{"--flux-namespace", "BAD_NS"}, `render: --flux-namespace "BAD_NS" is not a namespace name (a lowercase RFC 1123 label`},
+		{flux, []string{"--flux-namespace", "gpu-system"}, "render: --flux-namespace gpu-system is spec.namespace, which the prereqs stage owns and prunes with the GPU stack: keep the Kustomizations in Flux's own namespace, e.g. --flux-namespace flux-system; nothing was written"},
+		{flux, []string{"--flux-source", "GitRepository/a/b"}, `render: --flux-source "GitRepository/a/b" must be KIND/NAME, e.g. GitRepository/flux-system`},
+		{flux, []string{"--flux-source", "Git/fleet"}, `render: --flux-source "Git/fleet": Git is not a Flux source kind: use one of GitRepository, OCIRepository, Bucket, ExternalArtifact, e.g. GitRepository/fleet`},
+		{flux, []string{"--flux-source", "GitRepository/Fleet_1"}, `render: --flux-source "GitRepository/Fleet_1": "Fleet_1" is not a Kubernetes object name`},
+		{flux, []string{"--flux-path", "../../x"}, `render: --flux-path "../../x" leaves the Git repository Flux reads (spec.path is relative to its root): give the tree's path from the repository root with --flux-path, e.g. ./clusters/prod/gpu; nothing was written`},
+		{flux, []string{"--flux-path", "/abs"}, `render: --flux-path "/abs" is absolute: Flux reads spec.path relative to the root of the Git repository; give the tree's path from there with --flux-path, e.g. ./abs; nothing was written`},
+		{flux, []string{"-o", "../x"}, `render: -o "../x" leaves the Git repository Flux reads`},
+		{argo, []string{"--flux-namespace", "flux"}, "render: --flux-namespace apply to gitops: flux only, and the policy has gitops: argocd: drop them, or set spec.gitops: flux; nothing was written"},
+	} {
+		base := t.TempDir()
+		work := filepath.Join(base, "repo")
+		if err := os.Mkdir(work, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(work)
+		args := append([]string{"-f", c.policy}, c.args...)
+		if !slices.Contains(c.args, "-o") {
+			args = append(args, "-o", "out")
+		}
+		code, _, errs := fntest.Run(Render, args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d: %s\nwant %s", c.args, code, errs, c.want)
+		}
+		for _, d := range []string{filepath.Join(work, "out"), filepath.Join(base, "x")} {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				t.Errorf("%v: %s was written", c.args, d)
+			}
+		}
+	}
+	// A path from the repository root, with ./ and a trailing slash, is the Kustomizations' path.
+	out := filepath.Join(t.TempDir(), "gpu")
+	if code, _, errs := fntest.Run(Render, "-f", flux, "-o", out, "--flux-path", "./clusters/prod/gpu/"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "flux", "fleet-prereqs.yaml"))
+	if !strings.Contains(string(b), "path: ./clusters/prod/gpu/00-prereqs\n") {
+		t.Fatalf("flux/fleet-prereqs.yaml:\n%s", b)
 	}
 }

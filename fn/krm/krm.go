@@ -34,7 +34,7 @@ func Run(stdin io.Reader, stdout, stderr io.Writer, opts validate.Options) int {
 		fmt.Fprintf(stderr, "gpupolicy-fn: reading the ResourceList from stdin: %v\n", err)
 		return 1
 	}
-	if err := v1alpha1.CheckRead("the ResourceList on stdin", in, v1alpha1.MaxResourceListBytes); err != nil {
+	if err := v1alpha1.CheckResourceListRead(in); err != nil {
 		fmt.Fprintf(stderr, "gpupolicy-fn: %v\n", err)
 		return 1
 	}

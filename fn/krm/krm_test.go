@@ -209,7 +209,7 @@ func TestInputLimits(t *testing.T) {
 	for _, c := range []struct {
 		name, in, stderr string
 	}{
-		{"stdin too large", head + fc + strings.Repeat("# pad\n", 3<<20), "the ResourceList on stdin is over the 16 MiB limit (it is more than that"},
+		{"stdin too large", head + fc + strings.Repeat("# pad\n", 3<<20), "the ResourceList on stdin is over the 16 MiB limit (it is more than that; see Limits in the GPUPolicy reference): it holds the GPUPolicy (a few KiB) and every item the orchestrator passes through, the other resources of the kustomization or kpt package: generate the GPU stack in a kustomization or package of its own, so that only the policy reaches the function"},
 		{"latin-1", strings.Replace(head+fc, "name: fleet", "name: fleet\n    labels: {owner: Jos\xe9}", 1), "the ResourceList on stdin is not UTF-8: line 15, column 24"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -55,6 +55,9 @@ func TestInvalidCorpusThroughKRMFunction(t *testing.T) {
 		if yaml.Unmarshal(c.Policy, &doc) != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode || bytes.Contains(c.Policy, []byte("\n---\n")) {
 			continue // broken YAML, empty or not a mapping: the orchestrator rejects it before the function runs
 		}
+		if bytes.HasPrefix(c.Policy, []byte{0xff, 0xfe}) || bytes.HasPrefix(c.Policy, []byte{0xfe, 0xff}) {
+			continue // UTF-16 with a byte order mark: the orchestrator decodes it into its UTF-8 ResourceList
+		}
 		t.Run(c.Name, func(t *testing.T) {
 			in := "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: passthrough}\nfunctionConfig:\n" + indent(string(c.Policy))
 			var stdout, stderr bytes.Buffer

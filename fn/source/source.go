@@ -60,6 +60,9 @@ func readFile(path string) ([]byte, error) {
 // Load reads POLICY|DIR|FILE. Every error starts with the file it is about, so a caller may
 // put its flag in front ("-f " + err).
 func Load(path string, opts validate.Options) (*Input, error) {
+	if path == "-" {
+		return nil, ErrStdin
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fileError(path, err)
@@ -82,9 +85,16 @@ func Load(path string, opts validate.Options) (*Input, error) {
 		in.Objects, err = objs.Unstructured()
 		return in, err
 	}
-	in.Objects, err = Decode(path, data)
+	if in.Objects, err = Decode(path, data); err == nil && len(in.Objects) == 0 {
+		// An empty file would pass as a stack with nothing to review: "0 workloads", no diff.
+		return nil, fmt.Errorf("%s holds no Kubernetes objects (it is empty or only comments): pass a GPUPolicy file, a directory written by `gpupolicy-fn render -o` or a file of rendered objects", path)
+	}
 	return in, err
 }
+
+// ErrStdin refuses "-", which other tools read as stdin: "open -: no such file" would not say
+// so. A file of that name is "./-".
+var ErrStdin = errors.New(`"-" is not read as stdin: save the input to a file and pass its name, or pass /dev/stdin to read it from a pipe`)
 
 // fileError names the file first ("PATH: no such file or directory") instead of the
 // operation os puts first ("stat PATH: ...").

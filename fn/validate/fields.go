@@ -77,12 +77,15 @@ func (c *checker) labelMap(p *field.Path, m map[string]string) {
 }
 
 // hostPath checks a path on the node: absolute and clean, because the node agent joins it
-// under --host-root and a relative or ".." path would escape it.
-func (c *checker) hostPath(p *field.Path, v string) bool {
+// under --host-root and a relative or ".." path would escape it. The example is the field's
+// default, the path to write when the root itself was named.
+func (c *checker) hostPath(p *field.Path, v, example string) bool {
 	switch {
 	case !strings.HasPrefix(v, "/"):
 		c.errorf(p, v, "%q must be an absolute path on the node, e.g. %q", v, "/"+strings.TrimLeft(v, "./"))
-	case path.Clean(v) != v || v == "/":
+	case path.Clean(v) == "/":
+		c.errorf(p, v, "%q is the root of the node's file system, not a path below it: name the file or directory itself, e.g. %q (the default)", v, example)
+	case path.Clean(v) != v:
 		c.errorf(p, v, "%q must be a clean absolute path below / (no '..', '.', '//' or trailing '/'): write %q", v, path.Clean(v))
 	default:
 		return true

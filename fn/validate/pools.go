@@ -68,6 +68,9 @@ func (c *checker) devicePlugin(dp *v1alpha1.DevicePlugin, set devicePluginSet, s
 	if set.migStrategy != "" {
 		c.oneOf(p.Child("migStrategy"), set.migStrategy, config.MIGNone, config.MIGSingle, config.MIGMixed)
 	}
+	if (set.resourceName != "" || set.migStrategy != "") && dp.MIGStrategy == config.MIGMixed && strings.Contains(dp.ResourceName, "/") {
+		c.migResourceDomain(p.Child("resourceName"), dp.ResourceName)
+	}
 	if set.deviceListStrategy != "" &&
 		c.oneOf(p.Child("deviceListStrategy"), set.deviceListStrategy, config.DeviceListCDICRI, config.DeviceListEnvVar) &&
 		set.deviceListStrategy == config.DeviceListCDICRI && !v1alpha1.Bool(s.Toolkit.CDI) {
@@ -103,6 +106,19 @@ func (c *checker) resourceName(p *field.Path, name string) {
 		c.errorf(p, name, "%q is not an extended resource name: write domain/name, e.g. \"nvidia.com/gpu\" or \"nvidia.com/gpu.shared\"", name)
 	case domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io") || domain == "k8s.io" || strings.HasSuffix(domain, ".k8s.io"):
 		c.errorf(p, name, "%q uses a domain reserved for Kubernetes: use a vendor domain, e.g. \"nvidia.com/gpu\"", name)
+	case len(name) > config.MaxResourceNameBytes:
+		c.errorf(p, name, "%q is %d bytes, over the limit of %d: the device plugin's socket %s/%s would exceed the %d bytes of a unix socket path and the plugin could not start; shorten it, e.g. \"nvidia.com/gpu.shared\"",
+			name, len(name), config.MaxResourceNameBytes, config.DefaultPluginDir, config.SocketName(name), config.MaxSocketPathBytes)
+	}
+}
+
+// migResourceDomain bounds the domain of resourceName under migStrategy: mixed, where each
+// slice shape is its own resource, "<domain>/mig-<profile>", with a socket of its own.
+func (c *checker) migResourceDomain(p *field.Path, name string) {
+	domain, _, _ := strings.Cut(name, "/")
+	if max := config.MaxResourceNameBytes - len("/mig-") - config.MaxMIGProfileBytes; len(domain) > max {
+		c.errorf(p, name, "the domain %q is %d bytes, over the limit of %d under migStrategy: mixed: each MIG profile is advertised as %s/mig-<profile> (up to %d bytes of profile) and its device plugin socket %s/%s would exceed the %d bytes of a unix socket path; use a shorter domain, e.g. \"nvidia.com\"",
+			domain, len(domain), max, domain, config.MaxMIGProfileBytes, config.DefaultPluginDir, config.SocketName(domain+"/mig-<profile>"), config.MaxSocketPathBytes)
 	}
 }
 

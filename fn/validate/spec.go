@@ -122,8 +122,8 @@ func (c *checker) containerRuntime(s *v1alpha1.Spec, p *field.Path) {
 	if c.versionFormat(p.Child("version"), cr.Version, minorRE, minorNearRE, `"1.7" or "2.1" (containerd's minor version on the nodes)`) {
 		c.containerdMatrix(s, p.Child("version"))
 	}
-	c.hostPath(p.Child("configPath"), cr.ConfigPath)
-	if c.hostPath(p.Child("dropInDir"), cr.DropInDir) {
+	c.hostPath(p.Child("configPath"), cr.ConfigPath, v1alpha1.DefaultConfigPath)
+	if c.hostPath(p.Child("dropInDir"), cr.DropInDir, v1alpha1.DefaultDropInDir) {
 		switch {
 		case strings.HasPrefix(cr.ConfigPath+"/", cr.DropInDir+"/"):
 			c.errorf(p.Child("dropInDir"), cr.DropInDir, "%q contains or equals configPath %q: use a separate directory such as /etc/containerd/conf.d", cr.DropInDir, cr.ConfigPath)
@@ -131,7 +131,7 @@ func (c *checker) containerRuntime(s *v1alpha1.Spec, p *field.Path) {
 			c.errorf(p.Child("dropInDir"), cr.DropInDir, "%q is under configPath %q, a file, so the directory cannot exist there: use a separate directory such as /etc/containerd/conf.d", cr.DropInDir, cr.ConfigPath)
 		}
 	}
-	c.hostPath(p.Child("socket"), cr.Socket)
+	c.hostPath(p.Child("socket"), cr.Socket, v1alpha1.DefaultSocket)
 	if c.oneOf(p.Child("restartMode"), cr.RestartMode, v1alpha1.RestartSystemd, v1alpha1.RestartSignal, v1alpha1.RestartNone) && cr.RestartMode == v1alpha1.RestartNone {
 		c.warnf(p.Child("restartMode"), cr.RestartMode, "containerd is never restarted, so the nvidia handler appears only after someone restarts containerd on each node and the toolkit gate stays closed until then; use systemd or signal unless node images are rebuilt")
 	}

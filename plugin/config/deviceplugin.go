@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -33,6 +34,25 @@ const (
 	// no such field, so the rendered configs leave it empty and this is the value nodes run with.
 	DefaultRecoveryPeriod = 2 * time.Minute
 )
+
+// The device plugin's socket: one per resource, <plugin dir>/gpupolicy-<resource>.sock. Linux
+// takes a unix socket path of at most 107 bytes (sun_path is 108 with its NUL); one longer is
+// "bind: invalid argument" and the plugin cannot start. The policy's resource names are bounded
+// so the socket fits in DefaultPluginDir, where the rendered DaemonSet mounts the kubelet's.
+const (
+	DefaultPluginDir   = "/var/lib/kubelet/device-plugins"
+	MaxSocketPathBytes = 107
+	// MaxResourceNameBytes is the longest resource name whose socket fits in DefaultPluginDir.
+	MaxResourceNameBytes = MaxSocketPathBytes - len(DefaultPluginDir+"/gpupolicy-.sock")
+	// MaxMIGProfileBytes bounds the profile of a mixed-strategy resource,
+	// "<domain>/mig-<profile>": NVIDIA's longest today are like "1g.18gb+gfx" (11 bytes).
+	MaxMIGProfileBytes = 16
+)
+
+// SocketName is the file name of a resource's socket: "gpupolicy-nvidia.com-gpu.sock".
+func SocketName(resource string) string {
+	return "gpupolicy-" + strings.ReplaceAll(resource, "/", "-") + ".sock"
+}
 
 // MIG strategies (migStrategy): how a MIG-enabled GPU is advertised. The policy validates
 // them, the device plugin advertises by them and the agent's feature labels name them.

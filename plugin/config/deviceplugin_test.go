@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,5 +77,31 @@ func TestDefaultsAreCopies(t *testing.T) {
 	a.HealthChecks.IgnoredXIDs[0] = 0
 	if DefaultIgnoredXIDs()[0] != 13 || DefaultDevicePlugin().HealthChecks.IgnoredXIDs[0] != 13 {
 		t.Fatal("editing a default's XID list changed the default")
+	}
+}
+
+// TestMaxResourceNameBytesBinds: in a directory as long as DefaultPluginDir, the socket of a
+// MaxResourceNameBytes name binds and one byte more is refused by the kernel.
+func TestMaxResourceNameBytesBinds(t *testing.T) {
+	dir, err := os.MkdirTemp("", "dp") // t.TempDir is longer than the plugin dir
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if len(dir) >= len(DefaultPluginDir) {
+		t.Skipf("temporary directory %s is longer than %s", dir, DefaultPluginDir)
+	}
+	dir += "/" + strings.Repeat("d", len(DefaultPluginDir)-len(dir)-1)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := "nvidia.com/" + strings.Repeat("g", MaxResourceNameBytes-len("nvidia.com/"))
+	lis, err := net.Listen("unix", filepath.Join(dir, SocketName(name)))
+	if err != nil {
+		t.Fatalf("a %d-byte resource name: %v", len(name), err)
+	}
+	lis.Close()
+	if _, err := net.Listen("unix", filepath.Join(dir, SocketName(name+"g"))); err == nil {
+		t.Fatalf("a %d-byte resource name bound: MaxResourceNameBytes is too small", len(name)+1)
 	}
 }

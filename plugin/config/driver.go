@@ -54,9 +54,13 @@ func driverSyntaxError(s string) error {
 	return fmt.Errorf("%q is not an NVIDIA driver version MAJOR.MINOR[.PATCH] such as \"580.95.05\" (as nvidia-smi prints it)", s)
 }
 
+// FirstPatchedBranch is the first release branch whose every driver has a patch number
+// (450.51.05); older branches had versions like 390.144.
+const FirstPatchedBranch = 450
+
 // CheckDriverVersion is the rule for a driver version a person writes (spec.driver.version of
 // a policy or pool, and the agent config rendered from it): it must parse and be spelt
-// canonically. A non-canonical spelling is refused, not rewritten: "580.95.5" is no driver
+// canonically, with a patch from R450 on. A non-canonical spelling is refused, not rewritten: "580.95.5" is no driver
 // image tag, and under enforce exact a string compared with the node's 580.95.05 would never
 // match; the error names the spelling to write. The function's validation and the agent's
 // config loader both call it, so both refuse the same inputs with the same words.
@@ -64,6 +68,9 @@ func CheckDriverVersion(s string) (DriverVersion, error) {
 	v, err := ParseDriverVersion(s)
 	if err != nil {
 		return v, err
+	}
+	if !v.HasPatch && v.Major >= FirstPatchedBranch {
+		return v, fmt.Errorf("%q has no patch: every NVIDIA driver since R%d is MAJOR.MINOR.PATCH (450.51.05 … 580.95.05), so under enforce exact it never equals the node's driver and no driver image is tagged %s; write the full version as nvidia-smi prints it, \"%d.%d.PP\" (e.g. \"580.95.05\")", s, FirstPatchedBranch, s, v.Major, v.Minor)
 	}
 	if c := v.String(); c != s {
 		return v, fmt.Errorf("%q is not how NVIDIA writes this driver version: write %q (the patch has two digits and no number has a leading zero, as nvidia-smi prints it and as the driver image tags are named)", s, c)

@@ -42,8 +42,14 @@ func TestCheckDriverVersion(t *testing.T) {
 			t.Errorf("CheckDriverVersion(%q) = %v, want an error naming %q", in, err, canonical)
 		}
 	}
-	if _, err := CheckDriverVersion("580.95"); err != nil {
-		t.Errorf("a version without a patch is a version (old branches had none): %v", err)
+	if _, err := CheckDriverVersion("390.144"); err != nil {
+		t.Errorf("a version without a patch is a version before R450: %v", err)
+	}
+	want := `"580.95" has no patch: every NVIDIA driver since R450 is MAJOR.MINOR.PATCH (450.51.05 … 580.95.05), so under enforce exact it never equals the node's driver and no driver image is tagged 580.95; write the full version as nvidia-smi prints it, "580.95.PP" (e.g. "580.95.05")`
+	for _, in := range []string{"580.95", "450.51"} {
+		if _, err := CheckDriverVersion(in); err == nil || (in == "580.95" && err.Error() != want) {
+			t.Errorf("CheckDriverVersion(%q) = %v, want an error naming the patch", in, err)
+		}
 	}
 }
 
@@ -99,6 +105,12 @@ func FuzzParseDriverVersion(f *testing.F) {
 		back, err := ParseDriverVersion(c)
 		if err != nil || !back.Equal(v) {
 			t.Fatalf("%q → %q → %v, %v", s, c, back, err)
+		}
+		if !v.HasPatch && v.Major >= FirstPatchedBranch {
+			if _, err := CheckDriverVersion(s); err == nil {
+				t.Fatalf("CheckDriverVersion(%q) accepts a version without a patch from R%d on", s, FirstPatchedBranch)
+			}
+			return
 		}
 		if _, err := CheckDriverVersion(c); err != nil {
 			t.Fatalf("canonical %q refused: %v", c, err)

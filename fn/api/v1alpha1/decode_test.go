@@ -208,6 +208,37 @@ func TestDecodeRefusesWhatIsNotUTF8Text(t *testing.T) {
 	if _, err := Decode([]byte("\ufeff" + minimal)); err != nil {
 		t.Errorf("a UTF-8 byte order mark is UTF-8: %v", err)
 	}
+	// UTF-16 is named as such (with or without a byte order mark), with the iconv to run.
+	utf16 := func(bigEndian bool, bom bool) []byte {
+		var b []byte
+		if bom {
+			b = append(b, 0xff, 0xfe)
+			if bigEndian {
+				b[0], b[1] = 0xfe, 0xff
+			}
+		}
+		for _, c := range []byte(minimal) {
+			if bigEndian {
+				b = append(b, 0, c)
+			} else {
+				b = append(b, c, 0)
+			}
+		}
+		return b
+	}
+	for _, c := range []struct {
+		be, bom bool
+		want    string
+	}{
+		{false, true, "is UTF-16LE (it starts with the byte order mark FF FE), not UTF-8; YAML files must be UTF-8: re-save the file as UTF-8 (e.g. iconv -f UTF-16LE -t UTF-8)"},
+		{true, true, "is UTF-16BE (it starts with the byte order mark FE FF), not UTF-8; YAML files must be UTF-8: re-save the file as UTF-8 (e.g. iconv -f UTF-16BE -t UTF-8)"},
+		{false, false, "is UTF-16LE (every other byte is NUL), not UTF-8; YAML files must be UTF-8: re-save the file as UTF-8 (e.g. iconv -f UTF-16LE -t UTF-8)"},
+		{true, false, "is UTF-16BE (every other byte is NUL), not UTF-8"},
+	} {
+		if _, err := Decode(utf16(c.be, c.bom)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("UTF-16 (big-endian %v, BOM %v): %v, want %q", c.be, c.bom, err, c.want)
+		}
+	}
 }
 
 // mergePolicy uses merge keys where a person would: shared pool settings and a selector base.

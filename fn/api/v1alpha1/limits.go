@@ -136,9 +136,22 @@ func sizeError(what, size string, limit int64) error {
 	return fmt.Errorf("%s is over the %s limit (it is %s; see Limits in the GPUPolicy reference): a GPUPolicy is a few KiB; check that this is the right input", what, byteSize(limit), size)
 }
 
+// CheckResourceListRead is CheckRead for a KRM function's stdin, read through
+// io.LimitReader(r, MaxResourceListBytes+1). Its bulk is the items the orchestrator passes
+// through, not the policy, so the error says where the bytes come from and how to shed them.
+func CheckResourceListRead(data []byte) error {
+	if int64(len(data)) <= MaxResourceListBytes {
+		return nil
+	}
+	return fmt.Errorf("the ResourceList on stdin is over the %s limit (it is more than that; see Limits in the GPUPolicy reference): it holds the GPUPolicy (a few KiB) and every item the orchestrator passes through, the other resources of the kustomization or kpt package: generate the GPU stack in a kustomization or package of its own, so that only the policy reaches the function", byteSize(MaxResourceListBytes))
+}
+
 // CheckText refuses what YAML cannot read, naming the line: bytes that are not UTF-8 (a file
 // saved as Latin-1) and control characters. YAML parsers report both without a line.
 func CheckText(what string, data []byte) error {
+	if enc := utf16Encoding(data); enc != "" {
+		return fmt.Errorf("%s is %s, not UTF-8; YAML files must be UTF-8: re-save the file as UTF-8 (e.g. iconv -f %s -t UTF-8)", what, enc, strings.Fields(enc)[0])
+	}
 	line, col := 1, 1
 	for off := 0; off < len(data); {
 		r, size := utf8.DecodeRune(data[off:])
@@ -156,6 +169,38 @@ func CheckText(what string, data []byte) error {
 		col++
 	}
 	return nil
+}
+
+// utf16Encoding names the encoding of data when it is UTF-16 (Windows editors and PowerShell's
+// redirection save it), "" otherwise: by its byte order mark, or without one by the NUL bytes
+// the ASCII characters of a YAML file have in every other position.
+func utf16Encoding(data []byte) string {
+	switch {
+	case len(data) >= 2 && data[0] == 0xff && data[1] == 0xfe:
+		return "UTF-16LE (it starts with the byte order mark FF FE)"
+	case len(data) >= 2 && data[0] == 0xfe && data[1] == 0xff:
+		return "UTF-16BE (it starts with the byte order mark FE FF)"
+	}
+	n := min(len(data), 256) &^ 1
+	if n < 4 {
+		return ""
+	}
+	var evenNUL, oddNUL int
+	for i := 0; i < n; i += 2 {
+		if data[i] == 0 {
+			evenNUL++
+		}
+		if data[i+1] == 0 {
+			oddNUL++
+		}
+	}
+	switch half := n / 4; {
+	case oddNUL > half && evenNUL == 0:
+		return "UTF-16LE (every other byte is NUL)"
+	case evenNUL > half && oddNUL == 0:
+		return "UTF-16BE (every other byte is NUL)"
+	}
+	return ""
 }
 
 // byteSize writes n for a person: "812 bytes", "19.1 MiB".

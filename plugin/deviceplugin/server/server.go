@@ -13,13 +13,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/devices"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/topology"
 )
@@ -55,9 +55,7 @@ type Plugin struct {
 }
 
 // SocketName is the file name of a resource's socket: "gpupolicy-nvidia.com-gpu.sock".
-func SocketName(resource string) string {
-	return "gpupolicy-" + strings.NewReplacer("/", "-").Replace(resource) + ".sock"
-}
+func SocketName(resource string) string { return config.SocketName(resource) }
 
 // New returns a plugin for res; Start serves it.
 func New(res devices.Resource, opts Options) *Plugin {
