@@ -1,6 +1,8 @@
 package render
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -48,11 +50,43 @@ func resolveImages(s *v1alpha1.Spec) (images, error) {
 		return images{}, v1alpha1.FieldErrors(errs)
 	}
 	return images{
-		gpupolicy: mirror(s.Registry, gp),
-		driver:    mirror(s.Registry, s.Driver.Image+":"+driverTag+"-"+s.Driver.OS),
+		gpupolicy: Mirror(s.Registry, gp),
+		driver:    Mirror(s.Registry, s.Driver.Image+":"+driverTag+"-"+s.Driver.OS),
 		// and its toolkit images v<version>.
-		toolkit: mirror(s.Registry, s.Toolkit.Image+":v"+strings.TrimPrefix(s.Toolkit.Version, "v")),
+		toolkit: Mirror(s.Registry, s.Toolkit.Image+":v"+strings.TrimPrefix(s.Toolkit.Version, "v")),
 	}, nil
+}
+
+// Limits of the reference grammar that its regular expression does not carry: a repository
+// name (registry host and path) is at most 255 characters, a host label at most 63 (DNS), a
+// port 1–65535. Past them the kubelet reports InvalidImageName on every node.
+const (
+	maxRepositoryName = 255
+	maxHostLabel      = 63
+)
+
+// ReferenceLimit says how repo (a repository name, with or without its registry host) breaks
+// those limits, or "".
+func ReferenceLimit(repo string) string {
+	if len(repo) > maxRepositoryName {
+		return fmt.Sprintf("the repository name is %d characters, over the limit of %d of image references", len(repo), maxRepositoryName)
+	}
+	host, _, ok := strings.Cut(repo, "/")
+	if !ok || !strings.ContainsAny(host, ".:") && host != "localhost" {
+		return "" // no registry host: a Docker Hub path
+	}
+	name, port, hasPort := strings.Cut(host, ":")
+	if hasPort {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Sprintf("port %s of registry %s is not a TCP port (1–65535)", port, host)
+		}
+	}
+	for _, label := range strings.Split(name, ".") {
+		if len(label) > maxHostLabel {
+			return fmt.Sprintf("the host label %.20s… is %d characters, over DNS's limit of %d", label, len(label), maxHostLabel)
+		}
+	}
+	return ""
 }
 
 // checkPinned returns why ref is not pinned, or "". A floating tag would let two nodes run
@@ -80,9 +114,9 @@ func splitImage(ref string) (repo, tag, digest string) {
 	return repo, tag, digest
 }
 
-// mirror replaces the registry host of ref with registry (which may carry a path, e.g.
+// Mirror replaces the registry host of ref with registry (which may carry a path, e.g.
 // "mirror.example.com/nvcr"). A reference without a registry host is a Docker Hub image.
-func mirror(registry, ref string) string {
+func Mirror(registry, ref string) string {
 	if registry == "" {
 		return ref
 	}

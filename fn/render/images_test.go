@@ -16,8 +16,8 @@ func TestMirror(t *testing.T) {
 		{"m.local", "busybox:1.36", "m.local/library/busybox:1.36"},
 		{"m.local", "bitnami/kubectl:1.30", "m.local/bitnami/kubectl:1.30"},
 	} {
-		if got := mirror(tc.registry, tc.ref); got != tc.want {
-			t.Errorf("mirror(%q, %q) = %q, want %q", tc.registry, tc.ref, got, tc.want)
+		if got := Mirror(tc.registry, tc.ref); got != tc.want {
+			t.Errorf("Mirror(%q, %q) = %q, want %q", tc.registry, tc.ref, got, tc.want)
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpupolicy/gpupolicy/fn/render"
 )
 
 // The image reference grammar of github.com/distribution/reference, written out so the module
@@ -113,6 +115,9 @@ func (c *checker) duration(p *field.Path, v string, lo, warnBelow time.Duration)
 // repository checks an image repository without tag or digest (the function appends them).
 func (c *checker) repository(p *field.Path, v, tagFrom string) {
 	if repositoryOnly.MatchString(v) {
+		if why := render.ReferenceLimit(v); why != "" {
+			c.errorf(p, v, "%s: the kubelet would refuse the image on every node (InvalidImageName); use a shorter registry or path", why)
+		}
 		return
 	}
 	if m := imageRef.FindStringSubmatch(v); m != nil {
@@ -132,6 +137,11 @@ func (c *checker) pinnedImage(p *field.Path, v string) {
 		c.errorf(p, v, "%q has no tag or digest: pin it (\"%s:v0.1.0\" or @sha256:...) so the rendered output is reproducible", v, v)
 	case m[2] == "latest" && m[3] == "":
 		c.warnf(p, v, "%q uses the moving tag latest: nodes may run different builds; pin a version tag or digest", v)
+	}
+	if m != nil {
+		if why := render.ReferenceLimit(m[1]); why != "" {
+			c.errorf(p, v, "%s: the kubelet would refuse the image on every node (InvalidImageName); use a shorter registry or path", why)
+		}
 	}
 }
 

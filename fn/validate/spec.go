@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -51,6 +52,8 @@ func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
 	c.oneOf(p.Child("gitops"), s.GitOps, v1alpha1.GitOpsArgoCD, v1alpha1.GitOpsFlux, v1alpha1.GitOpsNone)
 	if s.Registry != "" && !registryHost.MatchString(s.Registry) {
 		c.errorf(p.Child("registry"), s.Registry, "%q is not a registry host: write host[:port][/path] without scheme or trailing '/', e.g. \"registry.internal:5000/mirror\"", s.Registry)
+	} else if why := render.ReferenceLimit(s.Registry + "/x"); s.Registry != "" && why != "" {
+		c.errorf(p.Child("registry"), s.Registry, "%s: every image would be refused on every node (InvalidImageName); fix the mirror's address", why)
 	}
 	seen := map[string]bool{}
 	for i, name := range s.ImagePullSecrets {
@@ -226,6 +229,20 @@ func (c *checker) exporter(e *v1alpha1.Exporter, p *field.Path) {
 
 func (c *checker) images(s *v1alpha1.Spec, p *field.Path) {
 	c.pinnedImage(p.Child("images", "gpupolicy"), s.Images.GPUPolicy)
+	if s.Registry == "" {
+		return
+	}
+	// Each part may be valid alone and the mirrored whole still too long.
+	for _, ref := range []string{s.Images.GPUPolicy, s.Driver.Image, s.Toolkit.Image} {
+		repo, _, _ := strings.Cut(render.Mirror(s.Registry, ref), "@")
+		if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+			repo = repo[:i]
+		}
+		if why := render.ReferenceLimit(repo); why != "" {
+			c.errorf(p.Child("registry"), s.Registry, "mirrored, the image %s breaks a limit: %s; use a shorter mirror path", repo, why)
+			return
+		}
+	}
 }
 
 func describePool(i int, name string) string {
