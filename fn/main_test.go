@@ -191,6 +191,40 @@ func TestRenderStopsWhileReadingAPipe(t *testing.T) {
 	}
 }
 
+// TestRenderStopsWhileOpeningAPipe: a render waiting to open a FIFO that no one has opened for
+// writing (open(2) blocks until then) ends on the signal too.
+func TestRenderStopsWhileOpeningAPipe(t *testing.T) {
+	work := t.TempDir()
+	fifo := filepath.Join(work, "policy.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	cmd := gpupolicyFn("render", "-f", fifo, "-o", filepath.Join(work, "out"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// No writer ever opens the FIFO: give render time to reach open(2), then signal.
+	time.Sleep(300 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(stderr.String(), "interrupted") {
+			t.Fatalf("%v, stderr: %s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("render kept waiting to open the pipe after SIGTERM")
+	}
+	if _, err := os.Stat(filepath.Join(work, "out")); !os.IsNotExist(err) {
+		t.Errorf("out was written: %v", err)
+	}
+}
+
 // TestRenderRefusesOversizedInput: a policy over 1 MiB is refused before it is parsed, naming
 // the file and the limit, through a file and through a pipe.
 func TestRenderRefusesOversizedInput(t *testing.T) {

@@ -234,7 +234,7 @@ func readPolicy(ctx context.Context, name string) ([]byte, error) {
 	if name == "-" {
 		return nil, fmt.Errorf("-f -: %w", source.ErrStdin)
 	}
-	f, err := os.Open(name)
+	f, err := openContext(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +254,32 @@ func readPolicy(ctx context.Context, name string) ([]byte, error) {
 		return nil, err
 	}
 	return data, nil
+}
+
+// openContext is os.Open that gives up when ctx ends. Opening a FIFO blocks until a writer
+// opens it, and nothing interrupts that open(2), so it runs on its own goroutine; one left
+// blocked closes the file if it ever opens (the process is about to exit anyway).
+func openContext(ctx context.Context, name string) (*os.File, error) {
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(name)
+		ch <- opened{f, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.f, o.err
+	case <-ctx.Done():
+		go func() {
+			if o := <-ch; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // checkInputOutside refuses a policy file inside the output directory: render replaces that
