@@ -154,74 +154,56 @@ func TestRenderStopsOnSignal(t *testing.T) {
 	}
 }
 
-// TestRenderStopsWhileReadingAPipe: a render blocked reading a FIFO nobody writes ends on the
-// signal instead of hanging with the signal caught.
-func TestRenderStopsWhileReadingAPipe(t *testing.T) {
-	work := t.TempDir()
-	fifo := filepath.Join(work, "policy.yaml")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skip("no FIFOs here:", err)
-	}
-	cmd := gpupolicyFn("render", "-f", fifo, "-o", filepath.Join(work, "out"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // returns once render has opened it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	_ = cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(stderr.String(), "interrupted") {
-			t.Fatalf("%v, stderr: %s", err, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("render kept reading the pipe after SIGINT")
-	}
-	if _, err := os.Stat(filepath.Join(work, "out")); !os.IsNotExist(err) {
-		t.Errorf("out was written: %v", err)
-	}
-}
-
-// TestRenderStopsWhileOpeningAPipe: a render waiting to open a FIFO that no one has opened for
-// writing (open(2) blocks until then) ends on the signal too.
-func TestRenderStopsWhileOpeningAPipe(t *testing.T) {
-	work := t.TempDir()
-	fifo := filepath.Join(work, "policy.yaml")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skip("no FIFOs here:", err)
-	}
-	cmd := gpupolicyFn("render", "-f", fifo, "-o", filepath.Join(work, "out"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// No writer ever opens the FIFO: give render time to reach open(2), then signal.
-	time.Sleep(300 * time.Millisecond)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(stderr.String(), "interrupted") {
-			t.Fatalf("%v, stderr: %s", err, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("render kept waiting to open the pipe after SIGTERM")
-	}
-	if _, err := os.Stat(filepath.Join(work, "out")); !os.IsNotExist(err) {
-		t.Errorf("out was written: %v", err)
+// TestRenderStopsOnAPipe: a render blocked on a FIFO nobody writes ends on the signal instead of
+// hanging with the signal caught — both while reading it (a writer opened it and sends nothing)
+// and while opening it (no writer yet: open(2) itself blocks).
+func TestRenderStopsOnAPipe(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		writer bool
+		signal os.Signal
+	}{
+		{"reading", true, os.Interrupt},
+		{"opening", false, syscall.SIGTERM},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			work := t.TempDir()
+			fifo := filepath.Join(work, "policy.yaml")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Skip("no FIFOs here:", err)
+			}
+			cmd := gpupolicyFn("render", "-f", fifo, "-o", filepath.Join(work, "out"))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if c.writer {
+				w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // returns once render has opened it
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Close()
+			} else {
+				time.Sleep(300 * time.Millisecond) // let render reach open(2)
+			}
+			_ = cmd.Process.Signal(c.signal)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(stderr.String(), "interrupted") {
+					t.Fatalf("%v, stderr: %s", err, stderr.String())
+				}
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("render kept %s the pipe after %v", c.name, c.signal)
+			}
+			if _, err := os.Stat(filepath.Join(work, "out")); !os.IsNotExist(err) {
+				t.Errorf("out was written: %v", err)
+			}
+		})
 	}
 }
 
