@@ -16,7 +16,7 @@ export KUSTOMIZE
 BINARIES := gpupolicy-fn gpu-device-plugin gpu-exporter gpu-node-agent
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0)
 
-.PHONY: all build render tools host-deps test unit lint check-rendered update-rendered generate fuzz e2e bench clean help
+.PHONY: all build render tools host-deps containerd2 test unit lint check-rendered update-rendered generate fuzz e2e bench clean help
 
 all: build
 
@@ -38,16 +38,28 @@ $(KUSTOMIZE):
 $(STATICCHECK):
 	GOBIN=$(dir $@) GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-host-deps: ## install the real peers the tests use (Debian: containerd, promtool); needs root
+host-deps: ## install the real peers the tests use (Debian: containerd, runc, CNI plugins, buildah, debootstrap, promtool); needs root
 	@need=""; command -v containerd >/dev/null || need="$$need containerd"; \
 	command -v promtool >/dev/null || need="$$need prometheus"; \
 	command -v unshare >/dev/null || need="$$need util-linux"; \
+	command -v runc >/dev/null || need="$$need runc"; \
+	command -v buildah >/dev/null || need="$$need buildah"; \
+	command -v debootstrap >/dev/null || need="$$need debootstrap"; \
+	command -v iptables >/dev/null || need="$$need iptables"; \
+	[ -x /usr/lib/cni/bridge ] || need="$$need containernetworking-plugins"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing:$$need"; \
 	  if [ "$$(id -u)" != 0 ]; then echo "host-deps: run as root, or install:$$need" >&2; exit 1; fi; \
 	  export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; \
 	  apt-get install -y -qq --no-install-recommends $$need >/dev/null; \
 	fi
+
+# containerd 2.x is not in Debian 12: built from the module proxy, cached keyed by version, so
+# config version 3 runs in a real daemon (toolkit tests, real-node e2e).
+CONTAINERD2_VERSION ?= v2.1.9
+export CONTAINERD2_VERSION
+containerd2: ## build containerd $(CONTAINERD2_VERSION) (containerd, shim, ctr) into $(CACHE)/node-bin
+	@e2e/hack/build-containerd.sh >/dev/null
 
 render: build tools ## the main job: render examples/kustomize through real kustomize (exec function)
 	$(KUSTOMIZE) build --enable-alpha-plugins --enable-exec examples/kustomize
