@@ -65,7 +65,7 @@ func WriteArchive(path string, img Image) error {
 
 func archiveBytes(img Image) ([]byte, error) {
 	if img.Ref == "" || strings.ContainsAny(img.Ref, " \t\n") {
-		return nil, fmt.Errorf("Ref %q is not an image reference (e.g. registry.k8s.io/pause:3.10)", img.Ref)
+		return nil, fmt.Errorf("field Ref: %q is not an image reference (e.g. registry.k8s.io/pause:3.10)", img.Ref)
 	}
 	if len(img.Entrypoint)+len(img.Cmd) == 0 {
 		return nil, errors.New("neither Entrypoint nor Cmd is set: the image would run nothing")
@@ -129,7 +129,7 @@ func layerTar(files map[string]File) ([]byte, error) {
 	all := map[string]File{}
 	for p, f := range files {
 		if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
-			return nil, fmt.Errorf("Files[%q]: want a clean absolute path other than / (e.g. /pause)", p)
+			return nil, fmt.Errorf("field Files[%q]: want a clean absolute path other than / (e.g. /pause)", p)
 		}
 		all[p] = f
 	}
@@ -138,7 +138,7 @@ func layerTar(files map[string]File) ([]byte, error) {
 			if f, ok := all[dir]; !ok {
 				all[dir] = Dir(0o755)
 			} else if !f.Mode.IsDir() {
-				return nil, fmt.Errorf("Files[%q]: its parent %s is not a directory", p, dir)
+				return nil, fmt.Errorf("field Files[%q]: its parent %s is not a directory", p, dir)
 			}
 		}
 	}
@@ -153,12 +153,12 @@ func layerTar(files map[string]File) ([]byte, error) {
 		case f.Mode&fs.ModeSymlink != 0:
 			h.Typeflag, h.Linkname = tar.TypeSymlink, string(f.Content)
 		case f.Mode.Type() != 0:
-			return nil, fmt.Errorf("Files[%q]: mode %v: only regular files, directories and symlinks go into a layer", p, f.Mode)
+			return nil, fmt.Errorf("field Files[%q]: mode %v: only regular files, directories and symlinks go into a layer", p, f.Mode)
 		default:
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.Content))
 		}
 		if err := tw.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("Files[%q]: %w", p, err)
+			return nil, fmt.Errorf("field Files[%q]: %w", p, err)
 		}
 		if h.Typeflag == tar.TypeReg {
 			if _, err := tw.Write(f.Content); err != nil {
