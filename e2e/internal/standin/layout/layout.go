@@ -2,6 +2,9 @@
 // side (package standin) share. It imports nothing, so the static programs stay free of cgo.
 package layout
 
+// ToolkitBinaries are the programs the toolkit installer copies, as NVIDIA's does.
+var ToolkitBinaries = []string{"nvidia-cdi-hook", "nvidia-container-runtime", "nvidia-ctk"}
+
 const (
 	// HostRunc is the runc the nvidia-container-runtime stand-in execs (Debian's).
 	HostRunc = "/usr/sbin/runc"
@@ -26,4 +29,12 @@ const (
 
 	// EnvPrefix starts each line the workload prints for a variable of its environment.
 	EnvPrefix = "standin-env: "
+	// WorkloadReady is the line the workload prints after its environment.
+	WorkloadReady = "standin-workload: environment printed"
+
+	// ToolkitArtifacts is where the toolkit image holds the binaries its installer copies
+	// (ToolkitBinaries) to $TOOLKIT_INSTALL_DIR/toolkit.
+	ToolkitArtifacts = "/artifacts/toolkit"
+	// ToolkitInstaller is the toolkit image's entrypoint.
+	ToolkitInstaller = "/usr/bin/nvidia-ctk-installer"
 )
