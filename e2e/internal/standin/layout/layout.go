@@ -29,6 +29,8 @@ const (
 
 	// EnvPrefix starts each line the workload prints for a variable of its environment.
 	EnvPrefix = "standin-env: "
+	// PauseReady is the line pause prints on stderr once it catches SIGTERM.
+	PauseReady = "pause (gpupolicy e2e stand-in): waiting for SIGTERM or SIGINT"
 	// WorkloadReady is the line the workload prints after its environment.
 	WorkloadReady = "standin-workload: environment printed"
 

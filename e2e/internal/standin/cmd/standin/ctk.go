@@ -70,7 +70,7 @@ type cdiDevice struct {
 }
 
 type containerEdits struct {
-	Env   []string  `json:"env,omitempty"`
+	Env   []string   `json:"env,omitempty"`
 	Hooks []specHook `json:"hooks,omitempty"`
 }
 
