@@ -103,6 +103,28 @@ func TestRuntimeStandInRecordsAndExecsRunc(t *testing.T) {
 		})
 	}
 
+	t.Run("an unwritable record directory fails creates only", func(t *testing.T) {
+		notDir := filepath.Join(dir, "not-a-dir")
+		if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{RuncEnv + "=" + fakeRunc, RecordDirEnv + "=" + notDir}
+		os.Remove(argvFile)
+		if _, stderr, code := runProgram(t, rt, "", env, "delete", "ctr-1"); code != 0 || !strings.Contains(stderr, "warning: call not logged") {
+			t.Errorf("delete: exit %d: %s", code, stderr)
+		}
+		if _, err := os.Stat(argvFile); err != nil {
+			t.Error("delete did not reach runc")
+		}
+		os.Remove(argvFile)
+		if _, stderr, code := runProgram(t, rt, "", env, "create", "--bundle", bundle, "ctr-8"); code == 0 || !strings.Contains(stderr, "log the call in "+notDir) {
+			t.Errorf("create: exit %d: %s", code, stderr)
+		}
+		if _, err := os.Stat(argvFile); err == nil {
+			t.Error("runc was run for a create the stand-in could not record")
+		}
+	})
+
 	t.Run("create without a spec fails, naming the container", func(t *testing.T) {
 		os.Remove(argvFile)
 		_, stderr, code := runProgram(t, rt, "", env, "create", "--bundle", filepath.Join(dir, "nonexistent"), "ctr-9")
