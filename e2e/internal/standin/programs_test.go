@@ -285,3 +285,57 @@ func TestUnknownProgramName(t *testing.T) {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 }
+
+// TestCDIHookRunsUnderRunc: runc runs the hook stand-in as a createContainer hook, as it will
+// once containerd 2.1 has applied the nvidia-ctk stand-in's spec: state on stdin, the hook's
+// own environment only.
+func TestCDIHookRunsUnderRunc(t *testing.T) {
+	needNode(t)
+	_, bin := buildImages(t)
+	dir, err := os.MkdirTemp("", "standin-runc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bundle, records := filepath.Join(dir, "bundle"), filepath.Join(dir, "records")
+	hook := filepath.Join(dir, "nvidia-cdi-hook")
+	for p, b := range map[string][]byte{hook: bin, filepath.Join(bundle, "rootfs", "nvidia-ctk"): bin} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(HostRunc, "spec", "--bundle", bundle).CombinedOutput(); err != nil {
+		t.Fatalf("runc spec: %v\n%s", err, out)
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(must(os.ReadFile(filepath.Join(bundle, "config.json"))), &spec); err != nil {
+		t.Fatal(err)
+	}
+	process := spec["process"].(map[string]any)
+	process["terminal"], process["args"] = false, []string{"/nvidia-ctk", "--version"}
+	spec["hooks"] = map[string]any{"createContainer": []map[string]any{{
+		"path": hook, "args": []string{"nvidia-cdi-hook", "update-ldcache"}, "env": []string{RecordDirEnv + "=" + records},
+	}}}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), must(json.Marshal(spec)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(HostRunc, "--root", filepath.Join(dir, "runc-root"), "run", "--bundle", bundle, "hooked")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "version 1.18.0") {
+		t.Fatalf("runc run: %v\n%s", err, out)
+	}
+	want := `{"args":["update-ldcache"],"bundle":"` + bundle + `","id":"hooked"}` + "\n"
+	if got, _ := os.ReadFile(filepath.Join(records, HookLog)); string(got) != want {
+		t.Errorf("hook log %q, want %q", got, want)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
