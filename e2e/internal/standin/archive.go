@@ -16,13 +16,13 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/e2e/internal/standin/layout"
 )
 
 // Image is what an archive holds: one layer made of Files, and the run configuration.
@@ -60,7 +60,7 @@ func WriteArchive(path string, img Image) error {
 	if err != nil {
 		return fmt.Errorf("image %s: %w", img.Ref, err)
 	}
-	return writeAtomic(path, b, 0o644)
+	return layout.WriteFileAtomic(path, b, 0o644)
 }
 
 func archiveBytes(img Image) ([]byte, error) {
@@ -185,33 +185,6 @@ func tarMode(m fs.FileMode) int64 {
 		mode |= 0o1000
 	}
 	return mode
-}
-
-// writeAtomic writes b to a temporary file next to path and renames it over path.
-func writeAtomic(path string, b []byte, perm fs.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
 
 // The docker-archive's JSON documents: the image config (the OCI image config's fields that

@@ -123,5 +123,5 @@ func recordSpec(c createCall) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("record the OCI spec of container %s: %w", c.id, err)
 	}
-	return writeAtomic(filepath.Join(dir, c.id+".json"), b, 0o644)
+	return layout.WriteFileAtomic(filepath.Join(dir, c.id+".json"), b, 0o644)
 }
