@@ -65,7 +65,7 @@ func probeImage(bin []byte) Image {
 	}
 }
 
-// TestArchiveImportsAndRuns imports an archive into a real containerd 1.6 and runs it: the
+// TestArchiveImportsAndRuns imports an archive into a real containerd (1.6 and 2.x) and runs it: the
 // ref is listed, and the container sees the layer's files and modes and the config's
 // entrypoint, cmd, env, user and working directory.
 func TestArchiveImportsAndRuns(t *testing.T) {
@@ -75,13 +75,15 @@ func TestArchiveImportsAndRuns(t *testing.T) {
 	if err := WriteArchive(tarball, img); err != nil {
 		t.Fatal(err)
 	}
-	c := startContainerd(t)
-	c.importImage(t, tarball, img.Ref)
-	out := c.ctr(t, "run", "--rm", img.Ref, "probe")
-	want := `tmp=dtrwxrwxrwx cwd=/work uid=65534 args=["/usr/local/bin/probe" "from-cmd"] data="from the layer" greeting=hello`
-	if strings.TrimSpace(out) != want {
-		t.Errorf("container printed\n%s\nwant\n%s", out, want)
-	}
+	forEachContainerd(t, func(t *testing.T, start func(...string) *containerd) {
+		c := start()
+		c.importImage(t, tarball, img.Ref)
+		out := c.ctr(t, "run", "--rm", img.Ref, "probe")
+		want := `tmp=dtrwxrwxrwx cwd=/work uid=65534 args=["/usr/local/bin/probe" "from-cmd"] data="from the layer" greeting=hello`
+		if strings.TrimSpace(out) != want {
+			t.Errorf("container printed\n%s\nwant\n%s", out, want)
+		}
+	})
 }
 
 // TestArchiveIsDeterministic: the same image gives the same bytes, so digests are stable and
