@@ -37,8 +37,9 @@ type Image struct {
 }
 
 // File is one entry of the layer. Mode carries the permission bits plus fs.ModeDir (a
-// directory), fs.ModeSymlink (Content is the link target), fs.ModeSticky, fs.ModeSetuid and
-// fs.ModeSetgid; anything else is a regular file.
+// directory), fs.ModeSymlink (Content is the link target), and the special bits either as
+// fs.ModeSticky, fs.ModeSetuid, fs.ModeSetgid or in chmod's octal (0o1777, 0o4755); anything
+// else is a regular file.
 type File struct {
 	Content []byte
 	Mode    fs.FileMode
@@ -46,7 +47,7 @@ type File struct {
 
 // Dir is a directory entry with the given permissions, e.g. Dir(0o1777) for /tmp.
 func Dir(perm fs.FileMode) File {
-	return File{Mode: fs.ModeDir | perm&(fs.ModePerm|fs.ModeSticky|fs.ModeSetuid|fs.ModeSetgid)}
+	return File{Mode: fs.ModeDir | perm&(fs.ModePerm|0o7000|fs.ModeSticky|fs.ModeSetuid|fs.ModeSetgid)}
 }
 
 // layerTime is every entry's mtime, so the same files give the same bytes (and digests).
@@ -173,8 +174,9 @@ func layerTar(files map[string]File) ([]byte, error) {
 }
 
 // tarMode is a FileMode's permission and special bits in tar's (and stat's) encoding.
+// fs.FileMode keeps its own bits above the low twelve, so chmod's octal 0o7000 is unambiguous.
 func tarMode(m fs.FileMode) int64 {
-	mode := int64(m.Perm())
+	mode := int64(m & (fs.ModePerm | 0o7000))
 	if m&fs.ModeSetuid != 0 {
 		mode |= 0o4000
 	}

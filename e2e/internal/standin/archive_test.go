@@ -22,9 +22,13 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
+	scratch, err := os.Stat("/scratch")
+	if err != nil {
+		panic(err)
+	}
 	cwd, _ := os.Getwd()
 	data, _ := os.ReadFile("/etc/probe/data")
-	fmt.Printf("tmp=%v cwd=%s uid=%d args=%q data=%q greeting=%s\n", st.Mode(), cwd, os.Getuid(), os.Args, data, os.Getenv("GREETING"))
+	fmt.Printf("tmp=%v scratch=%v cwd=%s uid=%d args=%q data=%q greeting=%s\n", st.Mode(), scratch.Mode(), cwd, os.Getuid(), os.Args, data, os.Getenv("GREETING"))
 }
 `
 
@@ -53,7 +57,8 @@ func probeImage(bin []byte) Image {
 		Ref: "gpupolicy.dev/e2e/probe:v1",
 		Files: map[string]File{
 			"/usr/local/bin/probe": {Content: bin, Mode: 0o755},
-			"/tmp":                 Dir(0o777 | os.ModeSticky),
+			"/tmp":                 Dir(0o1777),
+			"/scratch":             Dir(0o777 | os.ModeSticky),
 			"/etc/probe/data":      {Content: []byte("from the layer"), Mode: 0o644},
 			"/work":                Dir(0o755),
 		},
@@ -79,7 +84,7 @@ func TestArchiveImportsAndRuns(t *testing.T) {
 		c := start()
 		c.importImage(t, tarball, img.Ref)
 		out := c.ctr(t, "run", "--rm", img.Ref, "probe")
-		want := `tmp=dtrwxrwxrwx cwd=/work uid=65534 args=["/usr/local/bin/probe" "from-cmd"] data="from the layer" greeting=hello`
+		want := `tmp=dtrwxrwxrwx scratch=dtrwxrwxrwx cwd=/work uid=65534 args=["/usr/local/bin/probe" "from-cmd"] data="from the layer" greeting=hello`
 		if strings.TrimSpace(out) != want {
 			t.Errorf("container printed\n%s\nwant\n%s", out, want)
 		}
