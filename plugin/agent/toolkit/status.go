@@ -11,19 +11,28 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// Status is the toolkit stage's verdict on the node (config.ToolkitStatusFile). It is written
-// only after containerd was verified to have loaded the handlers, so the unprivileged gate
-// can trust it without the containerd socket.
+// Status is the toolkit stage's verdict on the node (config.ToolkitStatusFile). Verified is
+// true only after the running containerd showed, through its CRI, the drop-in's handlers
+// with the drop-in's settings, so the unprivileged gate can trust it without the containerd
+// socket; otherwise Reason says why the last install did not get there.
 type Status struct {
-	// Handlers are the runtime handlers of the drop-in that containerd has loaded.
+	// Verified: the gate may open (for this DropInSHA256 and Handlers only).
+	Verified bool `json:"verified"`
+	// Reason is why the last install was not verified ("" when Verified).
+	Reason string `json:"reason,omitempty"`
+	// Handlers are the runtime handlers of the drop-in that containerd has loaded (none
+	// when not Verified).
 	Handlers []string `json:"handlers"`
 	// DropInSHA256 is the sha256 (hex) of the rendered drop-in (config.AgentToolkit.DropInSHA256).
 	DropInSHA256 string `json:"dropInSHA256"`
 	// InstalledSHA256 is the sha256 of the file in dropInDir (differs when merged).
-	InstalledSHA256   string    `json:"installedSHA256"`
-	ContainerdVersion string    `json:"containerdVersion"`
-	VerifiedBy        string    `json:"verifiedBy"`
-	Time              time.Time `json:"time"`
+	InstalledSHA256   string `json:"installedSHA256"`
+	ContainerdVersion string `json:"containerdVersion"`
+	VerifiedBy        string `json:"verifiedBy"`
+	// Restarted: this install restarted containerd for InstalledSHA256; a run that finds the
+	// same bytes not in effect does not restart again (each --watch interval would).
+	Restarted bool      `json:"restarted,omitempty"`
+	Time      time.Time `json:"time"`
 }
 
 // sameVerdict compares everything but the time, so an unchanged node is not rewritten.
