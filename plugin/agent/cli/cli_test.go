@@ -120,6 +120,7 @@ func TestRelativePathFlagsAreRefused(t *testing.T) {
 		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--containerd-bin", "bin/containerd"}, `--containerd-bin "bin/containerd" is a relative path`},
 		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--cdi-spec", "nvidia.yaml"}, `--cdi-spec "nvidia.yaml" is a relative path`},
 		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--nvidia-ctk", "nvidia-ctk"}, `--nvidia-ctk "nvidia-ctk" is a relative path`},
+		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--containerd-socket", "run/containerd/containerd.sock"}, `--containerd-socket "run/containerd/containerd.sock" is a relative path: give an absolute path such as /run/containerd/containerd.sock (the default)`},
 		{[]string{"toolkit", "install", "--containerd-version", "2.1", "--cdi-driver-root", "run/nvidia/driver"}, `--cdi-driver-root "run/nvidia/driver" is a relative path`},
 		{[]string{"toolkit", "uninstall", "--proc", "proc"}, `gpu-node-agent toolkit uninstall: --proc "proc" is a relative path: give an absolute path such as /proc (the default)`},
 	} {

@@ -158,3 +158,11 @@ func (d *daemon) shutdown() {
 		<-d.done
 	}
 }
+
+// noRestart stops supervising: the running process keeps running, but once it exits nothing
+// starts it again (a unit without Restart=, or a failed start).
+func (d *daemon) noRestart() {
+	d.mu.Lock()
+	d.stop = true
+	d.mu.Unlock()
+}

@@ -303,8 +303,10 @@ func (in *Installer) install(ctx context.Context, failure **Status) (Result, err
 		criReason = fmt.Sprintf("restart timed out: containerd did not answer on its CRI with a new process within %s after the restart (restart-mode %s; --restart-timeout): %v", in.restartTimeout(), in.RestartMode, criErr)
 	case criErr != nil:
 		criReason = criErr.Error()
-	case stale != "" && res.Restarted:
-		criReason = fmt.Sprintf("containerd %s (pid %d) restarted without the drop-in's settings in effect: %s; check that %s imports %s and `containerd config dump` shows the handler", view.Version, view.PID, stale, configPath, filepath.Join(filepath.Dir(dropIn), "*.toml"))
+	case stale != "" && st.Restarted:
+		// A restart already failed to bring these bytes into effect: another restart would
+		// not either, so none happens until the drop-in changes.
+		criReason = fmt.Sprintf("containerd %s (pid %d) restarted without the drop-in's settings in effect: %s; a file imported after %s may override it: check `containerd config dump` (containerd is not restarted again for the same drop-in)", view.Version, view.PID, stale, dropIn)
 	case stale != "":
 		criReason = fmt.Sprintf("containerd is running a configuration older than %s (restart-mode %s): %s: restart containerd", dropIn, in.RestartMode, stale)
 	case !view.RuntimeReady:

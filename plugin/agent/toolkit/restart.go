@@ -113,7 +113,7 @@ func (in *Installer) runningView(ctx context.Context, r rendered, v Version, old
 		return view, "", err
 	}
 	if view.PID > 0 && slices.Contains(old, view.PID) {
-		return view, "", &criError{Socket: host, Err: fmt.Errorf("containerd pid %d from before the restart still answers", view.PID)}
+		return view, "", fmt.Errorf("containerd pid %d from before the restart still answers on %s", view.PID, host)
 	}
 	return view, notInEffect(view, r.table, v), nil
 }
