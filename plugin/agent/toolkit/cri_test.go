@@ -2,10 +2,12 @@ package toolkit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,15 +127,18 @@ func testCRIVerify(t *testing.T, bin, version, node, dropIn string) {
 	}
 	// A TOML value of the wrong type: containerd cannot decode it into its config.
 	writeFile(t, bad, strings.Replace(string(must(os.ReadFile(original))), `runtime_type = "io.containerd.runc.v2"`, "runtime_type = 5", 1))
-	pid, dumpBefore := d.pid(), string(must(Host{Root: "/"}.dump(ctx, bin, DefaultConfigPath)))
+	pid, dumpBefore := d.pid(), effective(t, bin)
 	filesBefore := snapshot(t, "/etc/containerd")
 	in.DropInSource = bad
 	_, err := in.Install(ctx)
 	if err == nil || !contains(err.Error(), "containerd refused the drop-in") || !contains(err.Error(), "containerd keeps running its previous configuration") {
 		t.Fatalf("refused candidate: %v", err)
 	}
-	if d.pid() != pid || string(must(Host{Root: "/"}.dump(ctx, bin, DefaultConfigPath))) != dumpBefore {
-		t.Fatal("containerd or its effective config changed after a refused candidate")
+	if d.pid() != pid {
+		t.Fatalf("containerd restarted after a refused candidate: pid %d, was %d", d.pid(), pid)
+	}
+	if after := effective(t, bin); after != dumpBefore {
+		t.Fatalf("containerd's effective config changed after a refused candidate:\n%s\nwas:\n%s", after, dumpBefore)
 	}
 	assertSame(t, filesBefore, snapshot(t, "/etc/containerd"))
 	assertNodeSettingsCRI(t, version, renderedRuntime)
@@ -225,6 +230,17 @@ func withBinaryName(t *testing.T, src, binaryName string) string {
 	p := filepath.Join(t.TempDir(), filepath.Base(src))
 	writeFile(t, p, strings.Replace(string(must(os.ReadFile(src))), renderedRuntime, binaryName, 1))
 	return p
+}
+
+// effective is `containerd config dump` of the node's config, its imports sorted (1.6 lists
+// them in map order).
+func effective(t *testing.T, bin string) string {
+	t.Helper()
+	d := must(parseTOML("dump", must(Host{Root: "/"}.dump(context.Background(), bin, DefaultConfigPath))))
+	if imports, ok := d["imports"].([]any); ok {
+		slices.SortFunc(imports, func(a, b any) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	}
+	return string(must(json.Marshal(d)))
 }
 
 // withComment writes a copy of the drop-in at src with other bytes, the same settings.
