@@ -79,6 +79,9 @@ func (in *Installer) socketPath() (host, local string, err error) {
 	} else if err != nil {
 		return host, local, &criError{Socket: host, Err: err}
 	}
+	if len(local) > len(unix.RawSockaddrUnix{}.Path)-1 {
+		return host, local, &criError{Socket: host, Err: fmt.Errorf("%s is longer than a unix socket address allows (%d bytes)", local, len(unix.RawSockaddrUnix{}.Path)-1)}
+	}
 	if st.Mode().Type() != os.ModeSocket {
 		return host, local, &criError{Socket: host, Err: fmt.Errorf("%s is not a socket", local)}
 	}
@@ -203,7 +206,7 @@ func differs(at string, want any, have any) string {
 	case table:
 		h, ok := have.(map[string]any)
 		if !ok {
-			return fmt.Sprintf("%s is %s in the running containerd, the drop-in sets a table", at, jsonText(have))
+			return fmt.Sprintf("the running containerd has %s = %s, the drop-in sets a table", at, jsonText(have))
 		}
 		for _, k := range sortedKeys(w) {
 			hv, found := lookupFold(h, k)

@@ -73,8 +73,9 @@ func testCRIVerify(t *testing.T, bin, version, node, dropIn string) {
 	assertNodeSettingsCRI(t, version, renderedRuntime)
 
 	// A policy change with restart-mode signal: the daemon is SIGTERMed, its supervisor starts
-	// it again, and the new process runs the new BinaryName.
-	changed := withBinaryName(t, original, "/opt/nvidia/runtime-v2")
+	// it again, and the new process runs the new BinaryName, the handler as the default runtime
+	// and (2.1) CDI, all compared with the daemon's own config.
+	changed := changedDropIn(t, original, version, "/opt/nvidia/runtime-v2")
 	in.DropInSource, in.RestartMode = changed, RestartSignal
 	before := d.pid()
 	res = install("policy change, restart-mode signal")
@@ -82,6 +83,9 @@ func testCRIVerify(t *testing.T, bin, version, node, dropIn string) {
 		t.Fatalf("policy change, restart-mode signal (pid %d, was %d): %+v", d.pid(), before, res)
 	}
 	assertNodeSettingsCRI(t, version, "/opt/nvidia/runtime-v2")
+	if view := must(queryCRI(ctx, DefaultContainerdSocket, DefaultContainerdSocket)); digJSON(view.Config, "containerd", "defaultRuntimeName") != "nvidia" {
+		t.Fatalf("CRI: default runtime %v", digJSON(view.Config, "containerd", "defaultRuntimeName"))
+	}
 	before = d.pid()
 	if res = install("steady state"); res.Changed || res.Restarted || !res.Verified || d.pid() != before {
 		t.Fatalf("steady state restarted or changed: %+v", res)
@@ -224,11 +228,20 @@ func digJSON(m map[string]any, keys ...string) any {
 	return cur
 }
 
-// withBinaryName writes a copy of the drop-in at src with another BinaryName.
-func withBinaryName(t *testing.T, src, binaryName string) string {
+// changedDropIn writes a copy of the drop-in at src with another BinaryName, the handler as
+// the default runtime (spec.toolkit.setAsDefault) and, on 2.x, CDI (spec.toolkit.cdi), as the
+// function renders them.
+func changedDropIn(t *testing.T, src, version, binaryName string) string {
 	t.Helper()
+	plugin := `plugins."io.containerd.grpc.v1.cri"`
+	extra := ""
+	if version != "1.6" {
+		plugin = `plugins."io.containerd.cri.v1.runtime"`
+		extra = "\n[" + plugin + "]\n  enable_cdi = true\n  cdi_spec_dirs = [\"/etc/cdi\", \"/var/run/cdi\"]\n"
+	}
+	extra += "\n[" + plugin + ".containerd]\n  default_runtime_name = \"nvidia\"\n"
 	p := filepath.Join(t.TempDir(), filepath.Base(src))
-	writeFile(t, p, strings.Replace(string(must(os.ReadFile(src))), renderedRuntime, binaryName, 1))
+	writeFile(t, p, strings.Replace(string(must(os.ReadFile(src))), renderedRuntime, binaryName, 1)+extra)
 	return p
 }
 
