@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -328,38 +327,6 @@ func (in *Installer) install(ctx context.Context, failure **Status) (Result, err
 	}
 	res.Status, res.Verified = st, st.Verified
 	return res, nil
-}
-
-// evidence names what of the CRI status proved the handler.
-func evidence(view criView) string {
-	if view.FromHandlers {
-		return "runtime_handlers; handler settings from info.config"
-	}
-	return "handler settings from info.config"
-}
-
-// writeStatus writes st unless the file already holds the same verdict (an unchanged node is
-// not rewritten every --watch interval).
-func (in *Installer) writeStatus(st Status) error {
-	st.Time = time.Now().UTC().Truncate(time.Second)
-	if old, err := ReadStatus(in.HostRoot); err == nil && old.sameVerdict(st) {
-		return nil
-	}
-	return WriteStatus(in.HostRoot, st)
-}
-
-// recordFailure records why Install failed in the status file (closed: Verified false), so
-// the gate's reason, the node's Events and doctor name it, and returns err. A canceled run
-// records nothing: it did not fail.
-func (in *Installer) recordFailure(st Status, err error) error {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return err
-	}
-	st.Verified, st.Handlers, st.VerifiedBy, st.Reason = false, nil, "", err.Error()
-	if werr := in.writeStatus(st); werr != nil {
-		in.log().Warn("cannot record the failure in the status file", "path", config.ToolkitStatusFile, "error", werr)
-	}
-	return err
 }
 
 // Uninstall removes the drop-in, the status file and, when CDISpec is set, the CDI spec (the

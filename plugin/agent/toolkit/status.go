@@ -1,6 +1,7 @@
 package toolkit
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,4 +71,36 @@ func ReadStatus(hostRoot string) (Status, error) {
 		return Status{}, fmt.Errorf("%s is not valid JSON: %w (remove it; the toolkit stage rewrites it)", config.ToolkitStatusFile, err)
 	}
 	return st, nil
+}
+
+// evidence names what of the CRI status proved the handler.
+func evidence(view criView) string {
+	if view.FromHandlers {
+		return "runtime_handlers; handler settings from info.config"
+	}
+	return "handler settings from info.config"
+}
+
+// writeStatus writes st unless the file already holds the same verdict (an unchanged node is
+// not rewritten every --watch interval).
+func (in *Installer) writeStatus(st Status) error {
+	st.Time = time.Now().UTC().Truncate(time.Second)
+	if old, err := ReadStatus(in.HostRoot); err == nil && old.sameVerdict(st) {
+		return nil
+	}
+	return WriteStatus(in.HostRoot, st)
+}
+
+// recordFailure records why Install failed in the status file (closed: Verified false), so
+// the gate's reason, the node's Events and doctor name it, and returns err. A canceled run
+// records nothing: it did not fail.
+func (in *Installer) recordFailure(st Status, err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	st.Verified, st.Handlers, st.VerifiedBy, st.Reason = false, nil, "", err.Error()
+	if werr := in.writeStatus(st); werr != nil {
+		in.log().Warn("cannot record the failure in the status file", "path", config.ToolkitStatusFile, "error", werr)
+	}
+	return err
 }
