@@ -38,9 +38,13 @@ IMAGE_TAR := bin/gpupolicy-image.tar
 IMAGE_INPUTS = Dockerfile .dockerignore go.mod go.sum e2e/hack/build-image.sh \
 	$(shell find fn plugin -type f -not -path '*/testdata/*' -not -name '*_test.go')
 image: build ## build the image from Dockerfile into bin/gpupolicy-image.tar (docker-archive for ctr import); needs root
+	@# go build rewrites bin/gpupolicy-fn every time: what the image takes from it (its version) and
+	@# from the machine (Go) goes into a stamp that only changes with them.
+	@v="$$(bin/gpupolicy-fn version) $$($(GO) env GOVERSION)"; \
+	[ "$$(cat bin/.image-inputs 2>/dev/null)" = "$$v" ] || echo "$$v" > bin/.image-inputs
 	@$(MAKE) --no-print-directory $(IMAGE_TAR)
 
-$(IMAGE_TAR): $(IMAGE_INPUTS) bin/gpupolicy-fn
+$(IMAGE_TAR): $(IMAGE_INPUTS) bin/.image-inputs
 	@tag=$$(e2e/hack/build-image.sh | tail -n 1); echo "image: $$tag in $@"
 
 tools: $(KUSTOMIZE) $(STATICCHECK) ## install pinned kustomize and staticcheck into $(CACHE)/tools

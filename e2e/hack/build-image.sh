@@ -145,7 +145,7 @@ build_base_image() {
   have_image "$base_image" && return
   log "building $base_image (glibc, CA certificates, users from $rootfs)"
   local dir=$STORE/tmp/base-image list p d
-  rm -rf "$dir"; mkdir -p "$dir/etc/ssl/certs" "$dir/usr/local/bin"
+  rm -rf "$dir"; mkdir -p "$dir/etc/ssl/certs" "$dir/usr/bin" "$dir/usr/sbin" "$dir/usr/local/bin"
   for p in bin sbin lib lib32 lib64 libx32; do
     if [ -L "$rootfs/$p" ]; then cp -a "$rootfs/$p" "$dir/$p"; fi
   done
