@@ -163,7 +163,10 @@ build_base_image() {
     mkdir -p "$dir/$d"
     cp -a "$rootfs/$d/$(basename "$p")" "$dir/$d/"
   done <"$list"
-  [ -e "$dir/lib64/ld-linux-x86-64.so.2" ] || [ "$(uname -m)" != x86_64 ] || die "ld-linux missing from $base_image"
+  # (find, not test -e: the loader's link is absolute and would resolve on this host)
+  for p in 'libc.so.6' 'ld-linux*.so.*'; do
+    [ -n "$(find "$dir" -name "$p" -type f)" ] || die "$p missing from $base_image (libc6 list $list)"
+  done
   cp -a "$rootfs/etc/ld.so.conf" "$rootfs/etc/ld.so.conf.d" "$dir/etc/"
   ldconfig -r "$dir"
   cp -L "$rootfs/etc/ssl/certs/ca-certificates.crt" "$dir/etc/ssl/certs/"
