@@ -7,22 +7,26 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/labels"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/stages"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
@@ -68,10 +72,11 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 				}
 			}
 			e.log.Info("gate started", "node", *node, "stage", "gate", "interval", d.String())
+			runCtx, cancel := context.WithCancel(ctx)
+			r.Wake = gateWatches(runCtx, e.log.With("node", *node, "stage", "gate"), client, *node, *hostRoot, d)
 			// A new policy (new drop-in digest, stages switched on or off) reaches the pod as an
 			// updated ConfigMap file: restart the loop with checks built from it.
-			runCtx, cancel := context.WithCancel(ctx)
-			go cancelOnChange(runCtx, cancel, *cfgPath, raw, configPollInterval)
+			go cancelOnChange(runCtx, cancel, *cfgPath, raw, configWatch(runCtx, e.log, *cfgPath), d)
 			err = r.Run(runCtx, d)
 			cancel()
 			if ctx.Err() != nil {
@@ -85,17 +90,45 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	}
 }
 
-// configPollInterval is how often the gate looks for an updated agent config.
-const configPollInterval = 10 * time.Second
+// gateWatches starts what wakes the gate before its interval, until ctx ends: inotify on the
+// host directories the checks read, a short poll of the driver's procfs version file, and a
+// watch of this Node (a person's opt-out or re-enable). A watch that cannot start is logged;
+// the interval then carries its changes.
+func gateWatches(ctx context.Context, log *slog.Logger, client kubernetes.Interface, node, hostRoot string, interval time.Duration) *wake.Trigger {
+	t := wake.New()
+	if err := t.Files(ctx, log, hostRoot, stages.WatchDirs()...); err != nil {
+		log.Info("no inotify; host changes are seen at the interval", "error", err.Error())
+	}
+	go t.PollFile(ctx, hostRoot, driver.ProcVersionFile, stages.DriverPollPeriod, stages.WhyDriverVersion)
+	go t.Node(ctx, log, client, node, interval)
+	return t
+}
 
-// cancelOnChange cancels when path's bytes differ from was (ConfigMap updates replace files).
-func cancelOnChange(ctx context.Context, cancel context.CancelFunc, path string, was []byte, every time.Duration) {
+// configWatch wakes on changes in the agent config's directory: the kubelet updates a
+// ConfigMap volume by swapping its ..data link, and a plain file is rewritten in place.
+func configWatch(ctx context.Context, log *slog.Logger, path string) *wake.Trigger {
+	t := wake.New()
+	dir := wake.Dir{Path: filepath.Dir(path), Names: []string{"..data", filepath.Base(path)}, Why: "agent config changed"}
+	if err := t.Files(ctx, log, "", dir); err != nil {
+		log.Info("no inotify; a new agent config is seen at the interval", "error", err.Error())
+	}
+	return t
+}
+
+// cancelOnChange cancels when path's bytes differ from was, looking on every wake-up of
+// changed and every resync period.
+func cancelOnChange(ctx context.Context, cancel context.CancelFunc, path string, was []byte, changed *wake.Trigger, resync time.Duration) {
 	for {
+		timer := time.NewTimer(resync)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
-		case <-time.After(every):
+		case <-timer.C:
+		case <-changed.C():
+			timer.Stop()
 		}
+		changed.Take()
 		if now, err := os.ReadFile(path); err == nil && !bytes.Equal(now, was) {
 			cancel()
 			return
