@@ -73,10 +73,11 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			}
 			e.log.Info("gate started", "node", *node, "stage", "gate", "interval", d.String())
 			runCtx, cancel := context.WithCancel(ctx)
-			r.Wake = gateWatches(runCtx, e.log.With("node", *node, "stage", "gate"), client, *node, *hostRoot, d)
+			reload := wake.New()
+			r.Wake = gateWatches(runCtx, e.log.With("node", *node, "stage", "gate"), client, *node, *hostRoot, *cfgPath, reload, d)
 			// A new policy (new drop-in digest, stages switched on or off) reaches the pod as an
 			// updated ConfigMap file: restart the loop with checks built from it.
-			go cancelOnChange(runCtx, cancel, *cfgPath, raw, configWatch(runCtx, e.log, *cfgPath), d)
+			go cancelOnChange(runCtx, cancel, *cfgPath, raw, reload, d)
 			err = r.Run(runCtx, d)
 			cancel()
 			if ctx.Err() != nil {
@@ -92,27 +93,24 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 
 // gateWatches starts what wakes the gate before its interval, until ctx ends: inotify on the
 // host directories the checks read, a short poll of the driver's procfs version file, and a
-// watch of this Node (a person's opt-out or re-enable). A watch that cannot start is logged;
-// the interval then carries its changes.
-func gateWatches(ctx context.Context, log *slog.Logger, client kubernetes.Interface, node, hostRoot string, interval time.Duration) *wake.Trigger {
+// watch of this Node (a person's opt-out or re-enable). The same inotify instance pokes reload
+// when the agent config's directory changes (the kubelet updates a ConfigMap volume by
+// swapping its ..data link; a plain file is rewritten in place). A watch that cannot start is
+// a warning: the interval then carries its changes.
+func gateWatches(ctx context.Context, log *slog.Logger, client kubernetes.Interface, node, hostRoot, cfgPath string, reload *wake.Trigger, interval time.Duration) *wake.Trigger {
 	t := wake.New()
-	if err := t.Files(ctx, log, hostRoot, stages.WatchDirs()...); err != nil {
-		log.Info("no inotify; host changes are seen at the interval", "error", err.Error())
+	dirs := append(stages.WatchDirs(), configDir(cfgPath, reload))
+	if err := t.Files(ctx, log, hostRoot, dirs...); err != nil {
+		log.Warn("host and config changes are seen only at the interval", "error", err, "interval", interval.String())
 	}
 	go t.PollFile(ctx, hostRoot, driver.ProcVersionFile, stages.DriverPollPeriod, stages.WhyDriverVersion)
 	go t.Node(ctx, log, client, node, interval)
 	return t
 }
 
-// configWatch wakes on changes in the agent config's directory: the kubelet updates a
-// ConfigMap volume by swapping its ..data link, and a plain file is rewritten in place.
-func configWatch(ctx context.Context, log *slog.Logger, path string) *wake.Trigger {
-	t := wake.New()
-	dir := wake.Dir{Path: filepath.Dir(path), Names: []string{"..data", filepath.Base(path)}, Why: "agent config changed"}
-	if err := t.Files(ctx, log, "", dir); err != nil {
-		log.Info("no inotify; a new agent config is seen at the interval", "error", err.Error())
-	}
-	return t
+// configDir is the agent config's directory, a path of this container, poking reload.
+func configDir(path string, reload *wake.Trigger) wake.Dir {
+	return wake.Dir{Path: filepath.Dir(path), Local: true, Names: []string{"..data", filepath.Base(path)}, Why: "agent config changed", To: reload}
 }
 
 // cancelOnChange cancels when path's bytes differ from was, looking on every wake-up of

@@ -17,6 +17,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/stages"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -43,7 +44,7 @@ func TestGateFollowsEventsNotInterval(t *testing.T) {
 	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: stages.Checks(cfg, root), Logger: log,
-		Wake: gateWatches(ctx, log, cs, "n1", root, time.Hour)}
+		Wake: gateWatches(ctx, log, cs, "n1", root, filepath.Join(t.TempDir(), "config.yaml"), wake.New(), time.Hour)}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, time.Hour) }()
 	label := func(key string) (string, bool) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 )
 
 // runAsync runs a command line until cancel; the returned channel yields its exit code.
@@ -116,7 +117,11 @@ func TestCancelOnConfigMapSwap(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go cancelOnChange(ctx, cancel, path, []byte(agentYAML), configWatch(ctx, slog.Default(), path), time.Hour)
+	reload := wake.New()
+	if err := wake.New().Files(ctx, slog.Default(), t.TempDir(), configDir(path, reload)); err != nil {
+		t.Fatal(err)
+	}
+	go cancelOnChange(ctx, cancel, path, []byte(agentYAML), reload, time.Hour)
 	// A write that leaves the bytes as they were does not reload.
 	swap("2", agentYAML)
 	time.Sleep(50 * time.Millisecond)

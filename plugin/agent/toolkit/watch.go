@@ -22,16 +22,15 @@ const (
 // a person's under restart-mode none too, shows as the socket created), and the directories
 // of the main config and the drop-in (a person's edit or removal). The rendered drop-in is a
 // container path: its ConfigMap volume is updated by a swap of the ..data link.
-func (in *Installer) watchDirs() (host []wake.Dir, container wake.Dir) {
+func (in *Installer) watchDirs() []wake.Dir {
 	configPath, dropIn := in.paths()
 	socket := in.socket()
-	host = []wake.Dir{
+	return []wake.Dir{
 		{Path: filepath.Dir(socket), Names: []string{filepath.Base(socket)}, Why: WhyContainerdSocket},
 		{Path: filepath.Dir(configPath), Names: []string{filepath.Base(configPath)}, Why: WhyNodeConfig},
 		{Path: filepath.Dir(dropIn), Names: []string{filepath.Base(dropIn)}, Why: WhyNodeConfig},
+		{Path: filepath.Dir(in.DropInSource), Local: true, Names: []string{"..data", filepath.Base(in.DropInSource)}, Why: WhyRenderedDropIn},
 	}
-	container = wake.Dir{Path: filepath.Dir(in.DropInSource), Names: []string{"..data", filepath.Base(in.DropInSource)}, Why: WhyRenderedDropIn}
-	return host, container
 }
 
 // Watch installs now, again at once when the node changes (see watchDirs), and every interval
@@ -46,12 +45,8 @@ func (in *Installer) Watch(ctx context.Context, interval time.Duration, report f
 	}
 	log := in.log()
 	t := wake.New()
-	host, container := in.watchDirs()
-	if err := t.Files(ctx, log, in.HostRoot, host...); err != nil {
-		log.Info("no inotify; node changes are seen at the interval", "error", err.Error(), "interval", interval.String())
-	}
-	if err := t.Files(ctx, log, "", container); err != nil {
-		log.Info("no inotify; a new rendered drop-in is seen at the interval", "error", err.Error())
+	if err := t.Files(ctx, log, in.HostRoot, in.watchDirs()...); err != nil {
+		log.Warn("node changes are seen only at the interval", "error", err, "interval", interval.String())
 	}
 	var why []string
 	for {

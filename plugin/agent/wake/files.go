@@ -3,6 +3,7 @@ package wake
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,14 +18,26 @@ import (
 // Dir is one directory to watch and the entries in it that matter.
 type Dir struct {
 	// Path is the directory: a host path resolved under the host root (as the host's kernel
-	// would after chroot), or a container path when the root is "".
-	Path string
+	// would after chroot), or a path of this container when Local is set or the root is "".
+	Path  string
+	Local bool
 	// Names are filepath.Match patterns of the entries whose creation, change, removal or
 	// rename pokes ("nvidia*"); none: every entry. A file replaced atomically by rename (the
 	// toolkit status file) is seen as its name being created.
 	Names []string
 	// Why is the reason the poke carries.
 	Why string
+	// To is the Trigger this dir pokes; nil: the one Files is called on. One inotify instance
+	// then serves several loops (instances are few: fs.inotify.max_user_instances, 128 by
+	// default, per user on the whole node).
+	To *Trigger
+}
+
+func (d Dir) poke(t *Trigger) {
+	if d.To != nil {
+		t = d.To
+	}
+	t.Poke(d.Why)
 }
 
 func (d Dir) matches(name string) bool {
@@ -43,12 +56,13 @@ func (d Dir) matches(name string) bool {
 // directory that does not exist yet (the toolkit stage creates /var/lib/gpupolicy on its
 // first install) is watched through its nearest existing ancestor, and the watch moves down,
 // with a poke, as the missing parts appear; a watched directory that goes away moves it up
-// again. Only starting inotify fails (no inotify instances left): the caller then runs on its
-// interval alone. An overflow, which may have eaten an event, pokes every dir.
+// again. Only starting inotify fails (no inotify instances left): the error says which
+// setting to raise, and the caller runs on its interval alone. An overflow, which may have
+// eaten an event, pokes every dir.
 func (t *Trigger) Files(ctx context.Context, log *slog.Logger, root string, dirs ...Dir) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return err
+		return fmt.Errorf("inotify: %w (at most fs.inotify.max_user_instances per user on the node: raise it with sysctl)", err)
 	}
 	fw := &fileWatch{t: t, w: w, log: log, root: root, dirs: dirs, at: make([]string, len(dirs)), watched: map[string]bool{}}
 	fw.arm()
@@ -73,7 +87,7 @@ type fileWatch struct {
 // localPath is d's path in this container, "" when it cannot be resolved (a link loop: the
 // stage check reports that; the interval still runs it).
 func (fw *fileWatch) localPath(d Dir) string {
-	if fw.root == "" {
+	if fw.root == "" || d.Local {
 		return filepath.Clean(d.Path)
 	}
 	p, err := hostfs.Resolve(fw.root, d.Path)
@@ -83,8 +97,20 @@ func (fw *fileWatch) localPath(d Dir) string {
 	return p.Local()
 }
 
-// arm (re)places every watch.
+// arm (re)places every watch, and again until the watched directories are still the dirs'
+// nearest existing ancestors once the watches are in place: a level created between the look
+// and the watch (MkdirAll racing the arm) would otherwise hide everything below it.
 func (fw *fileWatch) arm() {
+	for range 16 {
+		if !fw.place() {
+			return
+		}
+	}
+}
+
+// place puts the watches on the dirs' nearest existing ancestors; it reports whether any
+// moved.
+func (fw *fileWatch) place() (moved bool) {
 	fw.local = fw.local[:0]
 	want := map[string]bool{}
 	for i, d := range fw.dirs {
@@ -102,11 +128,13 @@ func (fw *fileWatch) arm() {
 			}
 			p = parent
 		}
-		if at == "" {
-			continue
+		if at != fw.at[i] {
+			moved = true
 		}
 		fw.at[i] = at
-		want[at] = true
+		if at != "" {
+			want[at] = true
+		}
 	}
 	for p := range fw.watched {
 		if !want[p] {
@@ -124,6 +152,7 @@ func (fw *fileWatch) arm() {
 		}
 		fw.watched[p] = true
 	}
+	return moved
 }
 
 func (fw *fileWatch) run(ctx context.Context) {
@@ -143,7 +172,7 @@ func (fw *fileWatch) run(ctx context.Context) {
 			fw.log.Info("file watch error; re-checking", "error", err.Error())
 			fw.arm()
 			for _, d := range fw.dirs {
-				fw.t.Poke(d.Why)
+				d.poke(fw.t)
 			}
 		}
 	}
@@ -160,7 +189,7 @@ func (fw *fileWatch) handle(ev fsnotify.Event) {
 		case local == "":
 		case at == local && filepath.Dir(ev.Name) == local:
 			if d.matches(filepath.Base(ev.Name)) {
-				fw.t.Poke(d.Why)
+				d.poke(fw.t)
 			}
 		case ev.Name == local || strings.HasPrefix(local, ev.Name+string(filepath.Separator)):
 			// A part of the way to the dir, or the dir itself, appeared or went away.
@@ -175,7 +204,7 @@ func (fw *fileWatch) handle(ev fsnotify.Event) {
 	// reached them.
 	for i, d := range fw.dirs {
 		if l := fw.local[i]; l != "" && (ev.Name == l || strings.HasPrefix(l, ev.Name+string(filepath.Separator))) {
-			fw.t.Poke(d.Why)
+			d.poke(fw.t)
 		}
 	}
 }

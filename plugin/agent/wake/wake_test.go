@@ -108,7 +108,9 @@ func TestNodeWatchPokesOnLabelsOnly(t *testing.T) {
 		break
 	}
 	tr.Take()
-	update(func(n *corev1.Node) { n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}} })
+	update(func(n *corev1.Node) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	})
 	select {
 	case <-tr.C():
 		t.Fatal("a status update woke the gate")
