@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -60,11 +61,11 @@ func containerdDropIn(p *v1alpha1.GPUPolicy) (string, error) {
 	return b.String(), nil
 }
 
-var bareKey = config.LazyRegexp(`^[A-Za-z0-9_-]+$`)
+var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // tomlKey quotes a key unless TOML allows it bare.
 func tomlKey(k string) string {
-	if bareKey().MatchString(k) {
+	if bareKey.MatchString(k) {
 		return k
 	}
 	return tomlString(k)

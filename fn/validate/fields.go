@@ -3,6 +3,7 @@ package validate
 import (
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpupolicy/gpupolicy/fn/render"
-	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // The image reference grammar of github.com/distribution/reference, written out so the module
@@ -27,9 +27,9 @@ const (
 )
 
 var (
-	repositoryOnly = config.LazyRegexp(`^` + repositoryRE + `$`)
-	imageRef       = config.LazyRegexp(`^(` + repositoryRE + `)(?::(` + tagRE + `))?(?:@(` + digestRE + `))?$`)
-	registryHost   = config.LazyRegexp(`^` + domainRE + `(?:/` + pathComponent + `)*$`)
+	repositoryOnly = regexp.MustCompile(`^` + repositoryRE + `$`)
+	imageRef       = regexp.MustCompile(`^(` + repositoryRE + `)(?::(` + tagRE + `))?(?:@(` + digestRE + `))?$`)
+	registryHost   = regexp.MustCompile(`^` + domainRE + `(?:/` + pathComponent + `)*$`)
 )
 
 func (c *checker) dnsLabel(p *field.Path, v string) bool {
@@ -114,13 +114,13 @@ func (c *checker) duration(p *field.Path, v string, lo, warnBelow time.Duration)
 
 // repository checks an image repository without tag or digest (the function appends them).
 func (c *checker) repository(p *field.Path, v, tagFrom string) {
-	if repositoryOnly().MatchString(v) {
+	if repositoryOnly.MatchString(v) {
 		if why := render.ReferenceLimit(v); why != "" {
 			c.errorf(p, v, "%s: the kubelet would refuse the image on every node (InvalidImageName); use a shorter registry or path", why)
 		}
 		return
 	}
-	if m := imageRef().FindStringSubmatch(v); m != nil {
+	if m := imageRef.FindStringSubmatch(v); m != nil {
 		c.errorf(p, v, "%q carries a tag or digest: give the repository only, e.g. %q; the tag comes from %s", v, m[1], tagFrom)
 		return
 	}
@@ -129,7 +129,7 @@ func (c *checker) repository(p *field.Path, v, tagFrom string) {
 
 // pinnedImage checks a full image reference that must carry a tag or digest.
 func (c *checker) pinnedImage(p *field.Path, v string) {
-	m := imageRef().FindStringSubmatch(v)
+	m := imageRef.FindStringSubmatch(v)
 	switch {
 	case m == nil:
 		c.errorf(p, v, "%q is not an image reference: write registry/repository:tag or @sha256:digest, e.g. \"ghcr.io/gpupolicy/gpupolicy:v0.1.0\"", v)

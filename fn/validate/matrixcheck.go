@@ -115,7 +115,7 @@ func (c *checker) containerdMatrix(s *v1alpha1.Spec, p *field.Path) {
 func (c *checker) toolkitNeeds(s *v1alpha1.Spec, feature, why string, sev Severity) {
 	f, ok := c.m.Feature(feature)
 	tv, err := matrix.ParseVersion(s.Toolkit.Version)
-	if !ok || err != nil || !semverRE().MatchString(s.Toolkit.Version) {
+	if !ok || err != nil || !semverRE.MatchString(s.Toolkit.Version) {
 		return
 	}
 	if tv.Less(matrix.MustParse(f.MinVersion)) {
@@ -135,7 +135,7 @@ func (c *checker) toolkitMatrix(s *v1alpha1.Spec, _ *field.Path) {
 // enabled parts of the output rely on.
 func (c *checker) kubernetes(s *v1alpha1.Spec, spec *field.Path) {
 	p := spec.Child("kubernetesVersion")
-	if !kubeMinorRE().MatchString(s.KubernetesVersion) {
+	if !kubeMinorRE.MatchString(s.KubernetesVersion) {
 		return // reported by cluster()
 	}
 	k := matrix.MustParse(s.KubernetesVersion)

@@ -17,14 +17,14 @@ import (
 
 // Version formats of the contract. Near misses ("v1.34", "1.34.2", "2.1.3") get a suggestion.
 var (
-	kubeMinorRE  = config.LazyRegexp(`^1\.[0-9]{1,3}$`)
-	kubeNearRE   = config.LazyRegexp(`^v?(1\.[0-9]{1,3})(\.[0-9]+)?$`)
-	minorRE      = config.LazyRegexp(`^[0-9]{1,3}\.[0-9]{1,3}$`)
-	minorNearRE  = config.LazyRegexp(`^v?([0-9]{1,3}\.[0-9]{1,3})(\.[0-9]+)?$`)
-	cudaRE       = config.LazyRegexp(`^[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
-	semverRE     = config.LazyRegexp(`^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$`)
-	semverNearRE = config.LazyRegexp(`^v([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})$`)
-	driverOSRE   = config.LazyRegexp(`^[a-z]+[0-9]+(\.[0-9]+)*$`)
+	kubeMinorRE  = regexp.MustCompile(`^1\.[0-9]{1,3}$`)
+	kubeNearRE   = regexp.MustCompile(`^v?(1\.[0-9]{1,3})(\.[0-9]+)?$`)
+	minorRE      = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}$`)
+	minorNearRE  = regexp.MustCompile(`^v?([0-9]{1,3}\.[0-9]{1,3})(\.[0-9]+)?$`)
+	cudaRE       = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
+	semverRE     = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$`)
+	semverNearRE = regexp.MustCompile(`^v([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})$`)
+	driverOSRE   = regexp.MustCompile(`^[a-z]+[0-9]+(\.[0-9]+)*$`)
 )
 
 // versionFormat checks a version string against re; near matches get the fix spelled out.
@@ -47,10 +47,10 @@ func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
 		c.ownedNamespace(p.Child("namespace"), s.Namespace)
 	}
 	if c.required(p.Child("kubernetesVersion"), s.KubernetesVersion, "1.34") {
-		c.versionFormat(p.Child("kubernetesVersion"), s.KubernetesVersion, kubeMinorRE(), kubeNearRE(), `"1.34" (the cluster's minor version)`)
+		c.versionFormat(p.Child("kubernetesVersion"), s.KubernetesVersion, kubeMinorRE, kubeNearRE, `"1.34" (the cluster's minor version)`)
 	}
 	c.oneOf(p.Child("gitops"), s.GitOps, v1alpha1.GitOpsArgoCD, v1alpha1.GitOpsFlux, v1alpha1.GitOpsNone)
-	if s.Registry != "" && !registryHost().MatchString(s.Registry) {
+	if s.Registry != "" && !registryHost.MatchString(s.Registry) {
 		c.errorf(p.Child("registry"), s.Registry, "%q is not a registry host: write host[:port][/path] without scheme or trailing '/', e.g. \"registry.internal:5000/mirror\"", s.Registry)
 	} else if why := render.ReferenceLimit(s.Registry + "/x"); s.Registry != "" && why != "" {
 		c.errorf(p.Child("registry"), s.Registry, "%s: every image would be refused on every node (InvalidImageName); fix the mirror's address", why)
@@ -122,7 +122,7 @@ func (c *checker) selector(p *field.Path, sel map[string]string, s *v1alpha1.Spe
 func (c *checker) containerRuntime(s *v1alpha1.Spec, p *field.Path) {
 	cr := &s.ContainerRuntime
 	c.oneOf(p.Child("name"), cr.Name, v1alpha1.DefaultRuntimeName)
-	if c.versionFormat(p.Child("version"), cr.Version, minorRE(), minorNearRE(), `"1.7" or "2.1" (containerd's minor version on the nodes)`) {
+	if c.versionFormat(p.Child("version"), cr.Version, minorRE, minorNearRE, `"1.7" or "2.1" (containerd's minor version on the nodes)`) {
 		c.containerdMatrix(s, p.Child("version"))
 	}
 	c.hostPath(p.Child("configPath"), cr.ConfigPath, v1alpha1.DefaultConfigPath)
@@ -150,7 +150,7 @@ func (c *checker) driver(s *v1alpha1.Spec, p *field.Path) {
 		c.infof(p.Child("enforce"), d.Enforce, "any driver opens the toolkit gate; drift from driver.version is only labelled, not blocked")
 	}
 	c.repository(p.Child("image"), d.Image, "driver.version and driver.os")
-	if !driverOSRE().MatchString(d.OS) {
+	if !driverOSRE.MatchString(d.OS) {
 		c.errorf(p.Child("os"), d.OS, "%q is not an OS tag of NVIDIA's driver image: use e.g. \"ubuntu24.04\", \"ubuntu22.04\" or \"rhel9.4\"", d.OS)
 	}
 }
@@ -169,7 +169,7 @@ func (c *checker) driverVersion(p *field.Path, v string) bool {
 func (c *checker) cuda(s *v1alpha1.Spec, p *field.Path) {
 	v := s.CUDA.Version
 	if c.required(p.Child("version"), v, "12.8") &&
-		c.versionFormat(p.Child("version"), v, cudaRE(), nil, `"12.8" (major.minor of the workloads' CUDA)`) {
+		c.versionFormat(p.Child("version"), v, cudaRE, nil, `"12.8" (major.minor of the workloads' CUDA)`) {
 		c.cudaMatrix(s, p.Child("version"))
 	}
 }
@@ -177,7 +177,7 @@ func (c *checker) cuda(s *v1alpha1.Spec, p *field.Path) {
 func (c *checker) toolkit(s *v1alpha1.Spec, p *field.Path) {
 	t := &s.Toolkit
 	c.oneOf(p.Child("source"), t.Source, v1alpha1.SourceContainer, v1alpha1.SourcePreinstalled)
-	if c.versionFormat(p.Child("version"), t.Version, semverRE(), semverNearRE(), `"1.18.0" (without a leading v)`) {
+	if c.versionFormat(p.Child("version"), t.Version, semverRE, semverNearRE, `"1.18.0" (without a leading v)`) {
 		c.toolkitMatrix(s, p.Child("version"))
 	}
 	c.repository(p.Child("image"), t.Image, "toolkit.version")

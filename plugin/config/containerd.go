@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,7 +34,7 @@ func CRIRuntimePlugin(configVersion int) string {
 // not ship (a test keeps the two equal). 2.0 followed 1.7: 1.8, 1.9 and 1.10 do not exist.
 var ContainerdMinors = []string{"1.6", "1.7", "2.0", "2.1", "2.2"}
 
-var minorRE = LazyRegexp(`^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$`)
+var minorRE = regexp.MustCompile(`^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$`)
 
 // CheckContainerdMinor refuses a containerd version that is not a minor as the policy writes
 // it ("1.7": no "v", no patch), is older than the oldest supported minor, or lies between two
@@ -41,7 +42,7 @@ var minorRE = LazyRegexp(`^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$`)
 // as the function accepts it (with the newest minor's facts). field names the setting.
 func CheckContainerdMinor(field, s string) error {
 	known := strings.Join(ContainerdMinors, ", ")
-	m := minorRE().FindStringSubmatch(s)
+	m := minorRE.FindStringSubmatch(s)
 	if m == nil {
 		return fmt.Errorf("%s %q is not a containerd minor X.Y (no \"v\", no patch: `containerd --version` 1.7.27 is 1.7): use one of %s", field, s, known)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -135,11 +136,11 @@ func oneDocument(b []byte) error {
 }
 
 // resourceNameRE is a Kubernetes extended resource name: a domain, "/", a name.
-var resourceNameRE = LazyRegexp(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+var resourceNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 
 // ValidateDevicePlugin checks every field the plugin acts on.
 func ValidateDevicePlugin(cfg DevicePlugin) error {
-	if !resourceNameRE().MatchString(cfg.ResourceName) {
+	if !resourceNameRE.MatchString(cfg.ResourceName) {
 		return fmt.Errorf("field resourceName: %q is not an extended resource name like %s", cfg.ResourceName, DefaultResourceName)
 	}
 	switch cfg.MIGStrategy {

@@ -8,14 +8,13 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // FieldErrors are decoding problems, each with the field path a user can find in the file.
@@ -404,10 +403,10 @@ var errTooLarge = errors.New("too large")
 
 // wholeFloat is a float literal whose value is a whole number: digits, or digits with an
 // exponent and no fraction.
-var wholeFloat = config.LazyRegexp(`^[-+]?[0-9][0-9_]*([eE][+]?[0-9]+)?$`)
+var wholeFloat = regexp.MustCompile(`^[-+]?[0-9][0-9_]*([eE][+]?[0-9]+)?$`)
 
 func scalarInt(n *yaml.Node) (int64, error) {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" && wholeFloat().MatchString(n.Value) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" && wholeFloat.MatchString(n.Value) {
 		if f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64); err == nil && math.Abs(f) >= 1<<63 {
 			return 0, errTooLarge
 		}
