@@ -38,7 +38,7 @@ func configFlag(fs *flag.FlagSet) *string {
 
 func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	cfgPath, hostRoot, node, kubeconfig := configFlag(fs), hostRootFlag(fs), nodeFlag(fs), kubeconfigFlag(fs)
-	interval := fs.Duration("interval", 0, "re-validation interval (default: the config's interval, else 30s)")
+	interval := fs.Duration("interval", 0, "resync interval: every stage is re-validated at least this often; changes on the node and to its Node's labels are acted on at once (default: the config's interval, else 30s)")
 	once := fs.Bool("once", false, "reconcile once and exit (exit 1 when a stage is not ready)")
 	return func(ctx context.Context, e *env) error {
 		// Configuration mistakes first: they are the likelier ones and name the field to fix.
