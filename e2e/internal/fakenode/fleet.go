@@ -50,8 +50,9 @@ type Fleet struct {
 	toolkitDS, devicePluginDS map[string]bool
 	cs                        kubernetes.Interface
 	dir                       string
-	// Interval is the agents' --interval: how soon they notice a host or label change.
-	Interval time.Duration
+	// interval is the agents' --interval for agents started from now on (SetInterval); 0
+	// passes none, so they run with the rendered config's, on their watches.
+	interval time.Duration
 
 	mu      sync.Mutex
 	hosts   map[string]*Host
@@ -100,7 +101,7 @@ func NewFleet(admin *rest.Config, agentBin string, agentDS *appsv1.DaemonSet, st
 	return &Fleet{
 		admin: admin, agentBin: agentBin, agentCfg: &cfg, agentCfgPath: cfgPath, agentDS: agentDS,
 		toolkitDS: names(config.LabelDeployToolkit), devicePluginDS: names(config.LabelDeployDevicePlugin), cs: cs,
-		dir: dir, Interval: time.Second,
+		dir: dir, interval: time.Second,
 		hosts: map[string]*Host{}, running: map[string]*agentProc{}, installed: map[string]bool{},
 		errs: map[string][]error{},
 	}, nil
@@ -210,6 +211,15 @@ func (f *Fleet) toolkitPodRunning(p *corev1.Pod) {
 	}
 }
 
+// SetInterval sets the --interval of the agents started from now on; 0 gives them none, so
+// they re-validate at the rendered config's interval and react to events in between, as on
+// a real node. NewFleet starts with 1s, which tests that change a host by hand rely on.
+func (f *Fleet) SetInterval(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.interval = d
+}
+
 func (f *Fleet) startAgent(ctx context.Context, node string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -221,10 +231,11 @@ func (f *Fleet) startAgent(ctx context.Context, node string) {
 	p := &agentProc{cancel: cancel, done: make(chan struct{})}
 	f.running[h.Node] = p
 	f.wg.Add(1)
+	interval := f.interval
 	go func() {
 		defer f.wg.Done()
 		defer close(p.done)
-		f.runAgent(actx, h)
+		f.runAgent(actx, h, interval)
 	}()
 }
 
@@ -251,7 +262,7 @@ func (f *Fleet) stopAgent(node string) <-chan struct{} {
 // runAgent is the agent container: the real `gpu-node-agent gate` with the rendered config,
 // the node's host directory as --host-root and a kubeconfig that carries the agent's identity.
 // It runs until ctx ends (the pod went away or the fleet stops), then gets SIGTERM.
-func (f *Fleet) runAgent(ctx context.Context, h *Host) {
+func (f *Fleet) runAgent(ctx context.Context, h *Host, interval time.Duration) {
 	dir := filepath.Join(f.dir, "run", h.Node) // LiveProblems reads agent.log here
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		f.recordErr(h.Node, err)
@@ -271,8 +282,11 @@ func (f *Fleet) runAgent(ctx context.Context, h *Host) {
 		return
 	}
 	defer logFile.Close()
-	cmd := exec.Command(f.agentBin, "gate", "--config", f.agentCfgPath, "--host-root", h.Root,
-		"--node", h.Node, "--kubeconfig", kubeconfig, "--interval", f.Interval.String())
+	args := []string{"gate", "--config", f.agentCfgPath, "--host-root", h.Root, "--node", h.Node, "--kubeconfig", kubeconfig}
+	if interval > 0 {
+		args = append(args, "--interval", interval.String())
+	}
+	cmd := exec.Command(f.agentBin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -34,7 +34,7 @@ type env struct {
 
 func commands() []command {
 	return []command{
-		{"gate", "re-validate every stage on this node each interval and open/close its nvidia.com/gpu.deploy.* labels", gateFlags},
+		{"gate", "re-validate every stage on this node when it changes (status file, device nodes, driver version, its Node's labels) and each interval, and open/close its nvidia.com/gpu.deploy.* labels", gateFlags},
 		{"driver", "check the node's NVIDIA driver against the policy; label version and drift (--watch: validator with readiness)", driverFlags},
 		{"toolkit install", "install the rendered containerd drop-in (merge, import, atomic write, restart, CDI spec with --cdi-spec, verify, status file)", toolkitInstallFlags},
 		{"toolkit uninstall", "remove the drop-in and the status file, restart containerd per --restart-mode", toolkitUninstallFlags},

@@ -7,22 +7,26 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/labels"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/stages"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
@@ -34,7 +38,7 @@ func configFlag(fs *flag.FlagSet) *string {
 
 func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	cfgPath, hostRoot, node, kubeconfig := configFlag(fs), hostRootFlag(fs), nodeFlag(fs), kubeconfigFlag(fs)
-	interval := fs.Duration("interval", 0, "re-validation interval (default: the config's interval, else 30s)")
+	interval := fs.Duration("interval", 0, "resync interval: every stage is re-validated at least this often; changes on the node and to its Node's labels are acted on at once (default: the config's interval, else 30s)")
 	once := fs.Bool("once", false, "reconcile once and exit (exit 1 when a stage is not ready)")
 	return func(ctx context.Context, e *env) error {
 		// Configuration mistakes first: they are the likelier ones and name the field to fix.
@@ -68,10 +72,12 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 				}
 			}
 			e.log.Info("gate started", "node", *node, "stage", "gate", "interval", d.String())
+			runCtx, cancel := context.WithCancel(ctx)
+			reload := wake.New()
+			r.Wake = gateWatches(runCtx, e.log.With("node", *node, "stage", "gate"), client, *node, *hostRoot, *cfgPath, reload, d)
 			// A new policy (new drop-in digest, stages switched on or off) reaches the pod as an
 			// updated ConfigMap file: restart the loop with checks built from it.
-			runCtx, cancel := context.WithCancel(ctx)
-			go cancelOnChange(runCtx, cancel, *cfgPath, raw, configPollInterval)
+			go cancelOnChange(runCtx, cancel, *cfgPath, raw, reload, d)
 			err = r.Run(runCtx, d)
 			cancel()
 			if ctx.Err() != nil {
@@ -85,17 +91,42 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	}
 }
 
-// configPollInterval is how often the gate looks for an updated agent config.
-const configPollInterval = 10 * time.Second
+// gateWatches starts what wakes the gate before its interval, until ctx ends: inotify on the
+// host directories the checks read, a short poll of the driver's procfs version file, and a
+// watch of this Node (a person's opt-out or re-enable). The same inotify instance pokes reload
+// when the agent config's directory changes (the kubelet updates a ConfigMap volume by
+// swapping its ..data link; a plain file is rewritten in place). A watch that cannot start is
+// a warning: the interval then carries its changes.
+func gateWatches(ctx context.Context, log *slog.Logger, client kubernetes.Interface, node, hostRoot, cfgPath string, reload *wake.Trigger, interval time.Duration) *wake.Trigger {
+	t := wake.New()
+	dirs := append(stages.WatchDirs(), configDir(cfgPath, reload))
+	if err := t.Files(ctx, log, hostRoot, dirs...); err != nil {
+		log.Warn("host and config changes are seen only at the interval", "error", err, "interval", interval.String())
+	}
+	go t.PollFile(ctx, hostRoot, driver.ProcVersionFile, stages.DriverPollPeriod, stages.WhyDriverVersion)
+	go t.Node(ctx, log, client, node, interval)
+	return t
+}
 
-// cancelOnChange cancels when path's bytes differ from was (ConfigMap updates replace files).
-func cancelOnChange(ctx context.Context, cancel context.CancelFunc, path string, was []byte, every time.Duration) {
+// configDir is the agent config's directory, a path of this container, poking reload.
+func configDir(path string, reload *wake.Trigger) wake.Dir {
+	return wake.Dir{Path: filepath.Dir(path), Local: true, Names: []string{"..data", filepath.Base(path)}, Why: "agent config changed", To: reload}
+}
+
+// cancelOnChange cancels when path's bytes differ from was, looking on every wake-up of
+// changed and every resync period.
+func cancelOnChange(ctx context.Context, cancel context.CancelFunc, path string, was []byte, changed *wake.Trigger, resync time.Duration) {
 	for {
+		timer := time.NewTimer(resync)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
-		case <-time.After(every):
+		case <-timer.C:
+		case <-changed.C():
+			timer.Stop()
 		}
+		changed.Take()
 		if now, err := os.ReadFile(path); err == nil && !bytes.Equal(now, was) {
 			cancel()
 			return

@@ -33,7 +33,7 @@ func toolkitInstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	fs.StringVar(&in.CDISpec, "cdi-spec", "", "generate the node's CDI spec with the node's nvidia-ctk ('nvidia-ctk cdi generate --device-name-strategy=uuid', run chrooted in --host-root), check it names "+config.CDIKind+" devices by UUID, and install it atomically at host path `FILE` (e.g. "+config.CDISpecFile+"; same bytes are not rewritten) before the status file; needed by deviceListStrategy cdi-cri, whose device plugin hands containerd "+config.CDIKind+"=<uuid>; a failure keeps the gate closed; \"\" (default): no CDI spec")
 	fs.StringVar(&in.NvidiaCTK, "nvidia-ctk", "", "host path of nvidia-ctk for --cdi-spec; the spec's hooks name the nvidia-cdi-hook next to it (toolkit.source container: "+config.ToolkitInstallDir+"/nvidia-ctk; default: found under --host-root in /usr/bin, /usr/local/bin, /bin, /usr/sbin, /sbin, /opt/bin)")
 	fs.StringVar(&in.CDIDriverRoot, "cdi-driver-root", "/", "host path of the driver's root for --cdi-spec, passed to nvidia-ctk as --driver-root (driver.source container: /run/nvidia/driver)")
-	watch := fs.Duration("watch", 0, "keep running and re-apply every interval (re-installs if the node drifts; never uninstalls on stop); 0 installs once and exits")
+	watch := fs.Duration("watch", 0, "keep running and re-apply at once when the node changes (containerd's socket re-created by any restart, config.toml or the drop-in edited or removed, the rendered drop-in updated) and every interval as a resync (re-installs if the node drifts; never uninstalls on stop); 0 installs once and exits")
 	return func(ctx context.Context, e *env) error {
 		if err := checkToolkitFlags(in, true); err != nil {
 			return err
@@ -42,23 +42,28 @@ func toolkitInstallFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			return usageError{fmt.Errorf("--watch %s is negative: give 0 (install once and exit) or the interval between re-applies, e.g. 1m", *watch)}
 		}
 		in.Logger = e.log
-		return every(ctx, *watch, e.log, func(ctx context.Context) error {
+		if *watch == 0 {
 			res, err := in.Install(ctx)
 			if err != nil {
 				return err
 			}
-			if *watch == 0 {
-				if err := json.NewEncoder(e.stdout).Encode(res); err != nil {
-					return err
-				}
+			if err := json.NewEncoder(e.stdout).Encode(res); err != nil {
+				return err
 			}
 			if !res.Verified {
 				return fmt.Errorf("not verified: %s", res.Reason)
 			}
-			if res.Changed || res.Restarted {
+			return nil
+		}
+		return in.Watch(ctx, *watch, func(res toolkit.Result, err error) {
+			switch {
+			case err != nil:
+				e.log.Warn("will retry", "stage", config.StageToolkit, "error", err, "retryIn", watch.String())
+			case !res.Verified:
+				e.log.Warn("will retry", "stage", config.StageToolkit, "error", "not verified: "+res.Reason, "retryIn", watch.String())
+			case res.Changed || res.Restarted:
 				e.log.Info("toolkit stage verified", "stage", config.StageToolkit, "handlers", res.Status.Handlers, "verifiedBy", res.Status.VerifiedBy)
 			}
-			return nil
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 )
 
 // runAsync runs a command line until cancel; the returned channel yields its exit code.
@@ -33,14 +35,15 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-// --watch re-installs a drop-in someone deleted, and a stop (SIGTERM) leaves it in place.
+// --watch re-installs a drop-in someone deleted as soon as it is gone (the interval here is an
+// hour), and a stop (SIGTERM) leaves it in place.
 func TestToolkitWatchReappliesAndNeverUninstalls(t *testing.T) {
 	root, dropIn, proc := toolkitHost(t)
 	installed := filepath.Join(root, "etc/containerd/conf.d/99-gpupolicy-nvidia.toml")
 	exists := func() bool { _, err := os.Stat(installed); return err == nil }
 
 	cancel, done := runAsync("toolkit", "install", "--host-root", root, "--drop-in", dropIn, "--containerd-version", "2.1",
-		"--restart-mode", "none", "--containerd-bin", "none", "--proc", proc, "--watch", "50ms")
+		"--restart-mode", "none", "--containerd-bin", "none", "--proc", proc, "--watch", "1h")
 	eventually(t, "first install", exists)
 	if err := os.Remove(installed); err != nil {
 		t.Fatal(err)
@@ -87,18 +90,44 @@ func TestDriverWatchReadiness(t *testing.T) {
 	eventually(t, "200 once the expected driver is loaded", func() bool { c, _ := status(); return c == 200 })
 }
 
-// The gate reloads when the ConfigMap file changes.
-func TestCancelOnConfigChange(t *testing.T) {
-	path := writeConfig(t, agentYAML)
+// The gate reloads when the ConfigMap volume changes, as the kubelet changes it: a new
+// timestamped directory and an atomic swap of the ..data link, seen without waiting for the
+// (here one-hour) resync.
+func TestCancelOnConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	swap := func(gen, body string) {
+		d := filepath.Join(dir, "..2026_"+gen)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "config.yaml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Base(d), filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swap("1", agentYAML)
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.Symlink("..data/config.yaml", path); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go cancelOnChange(ctx, cancel, path, []byte(agentYAML), 10*time.Millisecond)
+	reload := wake.New()
+	if err := wake.New().Files(ctx, slog.Default(), t.TempDir(), configDir(path, reload)); err != nil {
+		t.Fatal(err)
+	}
+	go cancelOnChange(ctx, cancel, path, []byte(agentYAML), reload, time.Hour)
+	// A write that leaves the bytes as they were does not reload.
+	swap("2", agentYAML)
 	time.Sleep(50 * time.Millisecond)
 	if ctx.Err() != nil {
 		t.Fatal("cancelled without a change")
 	}
-	if err := os.WriteFile(path, []byte(agentYAML+"# new policy\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "cancel after the change", func() bool { return ctx.Err() != nil })
+	swap("3", agentYAML+"# new policy\n")
+	eventually(t, "cancel after the ConfigMap swap", func() bool { return ctx.Err() != nil })
 }

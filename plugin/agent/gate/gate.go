@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -66,6 +67,8 @@ type Reconciler struct {
 	Node   string
 	Checks []StageCheck
 	Logger *slog.Logger
+	// Wake, when set, makes Run reconcile at once on an event instead of at the next interval.
+	Wake *wake.Trigger
 }
 
 func (r *Reconciler) logger() *slog.Logger {
@@ -230,8 +233,10 @@ const (
 	minBackoff = time.Second
 )
 
-// Run reconciles now and then every interval until ctx is done. A failed reconcile is retried
-// with exponential backoff (from 1s, capped at interval) and never ends the loop.
+// Run reconciles now, whenever Wake fires (a host file or the Node changed), and every
+// interval as a resync safety net, until ctx is done. A burst of wake-ups costs one reconcile.
+// A failed reconcile is retried with exponential backoff (from 1s, capped at interval) that
+// wake-ups do not cut short, and never ends the loop.
 func (r *Reconciler) Run(ctx context.Context, interval time.Duration) error {
 	if err := r.validate(); err != nil {
 		return err
@@ -241,24 +246,35 @@ func (r *Reconciler) Run(ctx context.Context, interval time.Duration) error {
 	}
 	log := r.logger()
 	backoff := minBackoff
+	why := []string{"start"}
 	for {
+		if len(why) > 0 {
+			log.Debug("reconciling", "stage", "gate", "because", why)
+		}
 		wait := interval
+		wake := r.Wake.C()
 		if _, err := r.Reconcile(ctx); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			wait = min(backoff, interval)
 			backoff *= 2
+			wake = nil
 			log.Warn("reconcile failed; retrying", "stage", "gate", "error", err, "retryIn", wait)
 		} else {
 			backoff = minBackoff
 		}
 		// Jitter spreads the agents of a large fleet after an API server restart.
 		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-timer.C:
+		case <-wake:
+			timer.Stop()
 		}
+		why = r.Wake.Take()
 	}
 }

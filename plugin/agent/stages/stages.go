@@ -7,11 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -85,6 +88,30 @@ func ToolkitCheck(cfg *config.Agent, hostRoot string) gate.CheckFunc {
 		return gate.Result{Ready: true, Reason: fmt.Sprintf("containerd %s loaded handler %s (drop-in %s, verified by %s)", st.ContainerdVersion, cfg.Toolkit.RuntimeClassName, short(st.DropInSHA256), st.VerifiedBy)}
 	}
 }
+
+// Why the gate's watches poke (the reasons in its "reconciling" log).
+const (
+	WhyToolkitStatus = "toolkit status file changed"
+	WhyDeviceNodes   = "NVIDIA device nodes changed"
+	WhyDriverVersion = "driver version file changed"
+)
+
+// WatchDirs are the host directories whose entries the checks read, for the gate's inotify
+// watch: the toolkit status file (replaced by rename, so its directory is watched) and the
+// NVIDIA device nodes, which appear in /dev (devtmpfs reports them) when the driver loads.
+func WatchDirs() []wake.Dir {
+	return []wake.Dir{
+		{Path: filepath.Dir(config.ToolkitStatusFile), Names: []string{filepath.Base(config.ToolkitStatusFile)}, Why: WhyToolkitStatus},
+		{Path: "/dev", Names: []string{"nvidia*"}, Why: WhyDeviceNodes},
+	}
+}
+
+// DriverPollPeriod is how often the gate re-reads driver.ProcVersionFile. procfs makes the
+// file on each read and never reports a change to inotify; the device nodes in /dev usually
+// announce a driver first, but nvidia-modprobe may create them only when a program opens the
+// GPU, and an upgrade in place changes the version without touching them. Reading a 100-byte
+// kernel file every 2s is the cheap bound on both.
+const DriverPollPeriod = 2 * time.Second
 
 func short(sha string) string {
 	if len(sha) > 12 {
