@@ -64,6 +64,7 @@ host-deps: ## install the real peers the tests use (Debian: containerd, runc, CN
 	command -v debootstrap >/dev/null || need="$$need debootstrap"; \
 	command -v iptables >/dev/null || need="$$need iptables"; \
 	[ -x /usr/lib/cni/bridge ] || need="$$need containernetworking-plugins"; \
+	[ -x /usr/bin/time ] || need="$$need time"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing:$$need"; \
 	  if [ "$$(id -u)" != 0 ]; then echo "host-deps: run as root, or install:$$need" >&2; exit 1; fi; \
