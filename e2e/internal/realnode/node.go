@@ -65,10 +65,11 @@ type Node struct {
 }
 
 // nodePaths are bound from Dir/rootfs into the namespace. /var/run is a link to /run on
-// Debian, so the CDI directory is named by its real path.
+// Debian, so the CDI directory is named by its real path. /var/lib/gpupolicy-e2e is where the
+// stand-in nvidia-container-runtime records the OCI specs it receives (e2e/internal/standin).
 var nodePaths = []string{
 	"/var/lib/kubelet", "/etc/containerd", "/run/containerd", "/var/lib/containerd",
-	"/var/lib/gpupolicy", "/run/cdi", "/etc/cdi", "/usr/local/nvidia",
+	"/var/lib/gpupolicy", "/var/lib/gpupolicy-e2e", "/run/cdi", "/etc/cdi", "/usr/local/nvidia",
 	"/var/log/pods", "/var/log/containers", "/etc/cni/net.d", "/var/lib/cni", "/run/netns",
 	"/proc/driver", "/etc/hosts",
 }
@@ -173,10 +174,10 @@ func (n *Node) prepare(containerdCfg string) error {
 	}
 	hostname, _ := os.Hostname()
 	files := map[string]string{
-		"/etc/containerd/config.toml":        containerdCfg,
+		"/etc/containerd/config.toml":              containerdCfg,
 		"/etc/cni/net.d/10-gpupolicy-e2e.conflist": cniConfig(o.Bridge, o.PodCIDR),
 		// The kubelet takes the node's InternalIP from its name; logs and exec go to 127.0.0.1.
-		"/etc/hosts":                  lines("127.0.0.1 localhost "+hostname, "127.0.0.1 "+o.Name),
+		"/etc/hosts":                   lines("127.0.0.1 localhost "+hostname, "127.0.0.1 "+o.Name),
 		"/var/lib/kubelet/config.yaml": kubeletConfig(ports[0], ports[1], o.PodCIDR),
 	}
 	if o.DriverVersion != "" {
