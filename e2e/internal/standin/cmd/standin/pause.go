@@ -1,0 +1,27 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// pause is the sandbox container: PID 1 of the pod, holding its namespaces. It reaps the
+// children it inherits (a shared PID namespace makes it their parent) and exits 0 on
+// SIGTERM or SIGINT, as registry.k8s.io/pause does.
+func pause(args []string) int {
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
+	for s := range sig {
+		if s != syscall.SIGCHLD {
+			return 0
+		}
+		for {
+			var ws syscall.WaitStatus
+			if pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
+				break
+			}
+		}
+	}
+	return 0
+}
