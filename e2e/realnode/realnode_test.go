@@ -71,7 +71,7 @@ func testRealNode(t *testing.T, c nodeCase, images *imageSet, timing *timingFile
 		Kubelet: env.bins.Kubelet, Kubeconfig: env.cluster.Kubeconfig, APIServer: env.cluster.Server,
 		Dir: dir, DriverVersion: r.agent.Driver.Version,
 		Labels: map[string]string{config.LabelGPUPresent: "true", poolLabel: poolName},
-		Images: images.tars(r.toolkitImage(t)),
+		Images: images.tars(t, r.toolkitImage(t)),
 	})
 	if err != nil {
 		t.Fatal(err)

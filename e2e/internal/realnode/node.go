@@ -115,8 +115,12 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	bin21 := "" // the 1.6 node runs Debian's binaries where they are
+	if o.Containerd == "2.1" {
+		bin21 = o.Containerd21Dir
+	}
 	n.cmd = exec.Command("unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private",
-		"bash", script, o.Dir, o.Containerd21Dir)
+		"bash", script, o.Dir, bin21)
 	n.cmd.Stdout, n.cmd.Stderr = log, log
 	// If the test binary dies, unshare dies, and --kill-child takes the namespace with it.
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -596,4 +600,23 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// PIDOf is the PID, in the node's namespace (as the start log and the toolkit stage see it),
+// of the node's running process named comm.
+func (n *Node) PIDOf(comm string) (int, error) {
+	hp, err := n.hostPID(comm)
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", hp))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "NSpid:" {
+			return strconv.Atoi(f[len(f)-1])
+		}
+	}
+	return 0, fmt.Errorf("no NSpid in /proc/%d/status", hp)
 }
