@@ -16,13 +16,13 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/e2e/internal/standin/layout"
 )
 
 // Image is what an archive holds: one layer made of Files, and the run configuration.
@@ -37,8 +37,9 @@ type Image struct {
 }
 
 // File is one entry of the layer. Mode carries the permission bits plus fs.ModeDir (a
-// directory), fs.ModeSymlink (Content is the link target), fs.ModeSticky, fs.ModeSetuid and
-// fs.ModeSetgid; anything else is a regular file.
+// directory), fs.ModeSymlink (Content is the link target), and the special bits either as
+// fs.ModeSticky, fs.ModeSetuid, fs.ModeSetgid or in chmod's octal (0o1777, 0o4755); anything
+// else is a regular file.
 type File struct {
 	Content []byte
 	Mode    fs.FileMode
@@ -46,7 +47,7 @@ type File struct {
 
 // Dir is a directory entry with the given permissions, e.g. Dir(0o1777) for /tmp.
 func Dir(perm fs.FileMode) File {
-	return File{Mode: fs.ModeDir | perm&(fs.ModePerm|fs.ModeSticky|fs.ModeSetuid|fs.ModeSetgid)}
+	return File{Mode: fs.ModeDir | perm&(fs.ModePerm|0o7000|fs.ModeSticky|fs.ModeSetuid|fs.ModeSetgid)}
 }
 
 // layerTime is every entry's mtime, so the same files give the same bytes (and digests).
@@ -60,7 +61,7 @@ func WriteArchive(path string, img Image) error {
 	if err != nil {
 		return fmt.Errorf("image %s: %w", img.Ref, err)
 	}
-	return writeAtomic(path, b, 0o644)
+	return layout.WriteFileAtomic(path, b, 0o644)
 }
 
 func archiveBytes(img Image) ([]byte, error) {
@@ -173,8 +174,9 @@ func layerTar(files map[string]File) ([]byte, error) {
 }
 
 // tarMode is a FileMode's permission and special bits in tar's (and stat's) encoding.
+// fs.FileMode keeps its own bits above the low twelve, so chmod's octal 0o7000 is unambiguous.
 func tarMode(m fs.FileMode) int64 {
-	mode := int64(m.Perm())
+	mode := int64(m & (fs.ModePerm | 0o7000))
 	if m&fs.ModeSetuid != 0 {
 		mode |= 0o4000
 	}
@@ -185,33 +187,6 @@ func tarMode(m fs.FileMode) int64 {
 		mode |= 0o1000
 	}
 	return mode
-}
-
-// writeAtomic writes b to a temporary file next to path and renames it over path.
-func writeAtomic(path string, b []byte, perm fs.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
 
 // The docker-archive's JSON documents: the image config (the OCI image config's fields that

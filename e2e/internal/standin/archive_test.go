@@ -22,9 +22,13 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
+	scratch, err := os.Stat("/scratch")
+	if err != nil {
+		panic(err)
+	}
 	cwd, _ := os.Getwd()
 	data, _ := os.ReadFile("/etc/probe/data")
-	fmt.Printf("tmp=%v cwd=%s uid=%d args=%q data=%q greeting=%s\n", st.Mode(), cwd, os.Getuid(), os.Args, data, os.Getenv("GREETING"))
+	fmt.Printf("tmp=%v scratch=%v cwd=%s uid=%d args=%q data=%q greeting=%s\n", st.Mode(), scratch.Mode(), cwd, os.Getuid(), os.Args, data, os.Getenv("GREETING"))
 }
 `
 
@@ -53,7 +57,8 @@ func probeImage(bin []byte) Image {
 		Ref: "gpupolicy.dev/e2e/probe:v1",
 		Files: map[string]File{
 			"/usr/local/bin/probe": {Content: bin, Mode: 0o755},
-			"/tmp":                 Dir(0o777 | os.ModeSticky),
+			"/tmp":                 Dir(0o1777),
+			"/scratch":             Dir(0o777 | os.ModeSticky),
 			"/etc/probe/data":      {Content: []byte("from the layer"), Mode: 0o644},
 			"/work":                Dir(0o755),
 		},
@@ -65,7 +70,7 @@ func probeImage(bin []byte) Image {
 	}
 }
 
-// TestArchiveImportsAndRuns imports an archive into a real containerd 1.6 and runs it: the
+// TestArchiveImportsAndRuns imports an archive into a real containerd (1.6 and 2.x) and runs it: the
 // ref is listed, and the container sees the layer's files and modes and the config's
 // entrypoint, cmd, env, user and working directory.
 func TestArchiveImportsAndRuns(t *testing.T) {
@@ -75,13 +80,15 @@ func TestArchiveImportsAndRuns(t *testing.T) {
 	if err := WriteArchive(tarball, img); err != nil {
 		t.Fatal(err)
 	}
-	c := startContainerd(t)
-	c.importImage(t, tarball, img.Ref)
-	out := c.ctr(t, "run", "--rm", img.Ref, "probe")
-	want := `tmp=dtrwxrwxrwx cwd=/work uid=65534 args=["/usr/local/bin/probe" "from-cmd"] data="from the layer" greeting=hello`
-	if strings.TrimSpace(out) != want {
-		t.Errorf("container printed\n%s\nwant\n%s", out, want)
-	}
+	forEachContainerd(t, func(t *testing.T, start func(...string) *containerd) {
+		c := start()
+		c.importImage(t, tarball, img.Ref)
+		out := c.ctr(t, "run", "--rm", img.Ref, "probe")
+		want := `tmp=dtrwxrwxrwx scratch=dtrwxrwxrwx cwd=/work uid=65534 args=["/usr/local/bin/probe" "from-cmd"] data="from the layer" greeting=hello`
+		if strings.TrimSpace(out) != want {
+			t.Errorf("container printed\n%s\nwant\n%s", out, want)
+		}
+	})
 }
 
 // TestArchiveIsDeterministic: the same image gives the same bytes, so digests are stable and

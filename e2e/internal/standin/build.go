@@ -49,6 +49,8 @@ const (
 	// WorkloadReady follows the last one.
 	EnvPrefix     = layout.EnvPrefix
 	WorkloadReady = layout.WorkloadReady
+	// PauseReady is the line pause prints on stderr once SIGTERM ends it cleanly.
+	PauseReady = layout.PauseReady
 	// ToolkitSubdir is where, under TOOLKIT_INSTALL_DIR, the toolkit stand-in installs
 	// ToolkitBinaries (as NVIDIA's installer: /usr/local/nvidia/toolkit).
 	ToolkitSubdir = "toolkit"

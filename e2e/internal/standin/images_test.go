@@ -95,7 +95,7 @@ func (s *syncBuffer) String() string {
 func (c *containerd) start(t *testing.T, id string, args ...string) *task {
 	t.Helper()
 	tk := &task{id: id, out: &syncBuffer{}, done: make(chan error, 1)}
-	cmd := exec.Command("ctr", append([]string{"-a", c.sock, "-n", "k8s.io", "run", "--rm"}, append(args, id)...)...)
+	cmd := exec.Command(c.ctrBin, append([]string{"-a", c.sock, "-n", "k8s.io", "run", "--rm"}, append(args, id)...)...)
 	cmd.Stdout, cmd.Stderr = tk.out, tk.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func (tk *task) stop(t *testing.T, c *containerd) {
 	}
 }
 
-// TestStandInsOnContainerd imports every image into a real containerd 1.6 and runs each the
+// TestStandInsOnContainerd imports every image into a real containerd (1.6 and 2.x) and runs each the
 // way the real node does: pause until SIGTERM; the toolkit stand-in installing into a host
 // directory; the workload through the installed nvidia-container-runtime, whose record of the
 // OCI spec and calls is read back; and gpupolicy's own agent generating and checking the CDI
@@ -141,8 +141,13 @@ func (tk *task) stop(t *testing.T, c *containerd) {
 func TestStandInsOnContainerd(t *testing.T) {
 	needNode(t)
 	built, bin := buildImages(t)
-	records := t.TempDir()
-	c := startContainerd(t, RecordDirEnv+"="+records)
+	forEachContainerd(t, func(t *testing.T, start func(...string) *containerd) {
+		records := t.TempDir()
+		testStandIns(t, start(RecordDirEnv+"="+records), built, bin, records)
+	})
+}
+
+func testStandIns(t *testing.T, c *containerd, built []Built, bin []byte, records string) {
 	refs := map[string]bool{}
 	for _, b := range built {
 		c.importImage(t, b.Tar, b.Ref)

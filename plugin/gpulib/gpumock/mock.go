@@ -10,6 +10,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/google/uuid"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
@@ -61,6 +63,13 @@ func New(name string, opts ...Option) (*Mock, error) {
 		return nil, fmt.Errorf("unknown --nvml-mock %q (known: %v)", name, Names())
 	}
 	m := &Mock{Server: newServer()}
+	// go-nvml's mock draws random UUIDs; separate processes on one node (device plugin,
+	// exporter, the e2e suite's nvidia-ctk) must agree on them, as they do on a real GPU.
+	for i, d := range m.Devices {
+		if sd, ok := d.(*server.Device); ok {
+			sd.UUID = "GPU-" + uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "gpumock/%s/%d", name, i)).String()
+		}
+	}
 	m.fillDevices()   // mock_devices.go: topology, PCI, MIG, events, faults
 	m.fillTelemetry() // mock_telemetry.go: utilisation, memory, power, ECC, GPM; wraps fillDevices' answers
 	for _, o := range opts {

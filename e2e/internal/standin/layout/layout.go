@@ -1,6 +1,43 @@
 // Package layout holds the paths and names the stand-in programs (cmd/standin) and the test
-// side (package standin) share. It imports nothing, so the static programs stay free of cgo.
+// side (package standin) share, and the one way both write files. It imports only the
+// standard library, so the static programs stay free of cgo (package standin is not: it
+// enumerates go-nvml's mock).
 package layout
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// WriteFileAtomic writes b to a temporary file next to path and renames it over path, so a
+// reader (ctr import, containerd's CDI cache, the kubelet) sees the old file or the whole new one.
+func WriteFileAtomic(path string, b []byte, perm fs.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
 
 // ToolkitBinaries are the programs the toolkit installer copies, as NVIDIA's does.
 var ToolkitBinaries = []string{"nvidia-cdi-hook", "nvidia-container-runtime", "nvidia-ctk"}
@@ -29,6 +66,8 @@ const (
 
 	// EnvPrefix starts each line the workload prints for a variable of its environment.
 	EnvPrefix = "standin-env: "
+	// PauseReady is the line pause prints on stderr once it catches SIGTERM.
+	PauseReady = "pause (gpupolicy e2e stand-in): waiting for SIGTERM or SIGINT"
 	// WorkloadReady is the line the workload prints after its environment.
 	WorkloadReady = "standin-workload: environment printed"
 

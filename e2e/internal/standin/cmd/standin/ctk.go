@@ -70,7 +70,7 @@ type cdiDevice struct {
 }
 
 type containerEdits struct {
-	Env   []string  `json:"env,omitempty"`
+	Env   []string   `json:"env,omitempty"`
 	Hooks []specHook `json:"hooks,omitempty"`
 }
 
@@ -185,5 +185,5 @@ func cdiGenerate(args []string) error {
 	if err := os.MkdirAll(filepath.Dir(f.output), 0o755); err != nil {
 		return err
 	}
-	return writeAtomic(f.output, b, 0o644)
+	return layout.WriteFileAtomic(f.output, b, 0o644)
 }

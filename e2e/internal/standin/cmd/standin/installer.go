@@ -40,7 +40,7 @@ func installToolkit(args []string) int {
 		if err != nil {
 			return fail(prog, fmt.Errorf("the image lacks %s: %w", src, err))
 		}
-		if err := writeAtomic(filepath.Join(dest, name), b, 0o755); err != nil {
+		if err := layout.WriteFileAtomic(filepath.Join(dest, name), b, 0o755); err != nil {
 			return fail(prog, fmt.Errorf("TOOLKIT_INSTALL_DIR=%s: %w", root, err))
 		}
 		fmt.Printf("nvidia-ctk-installer: installed %s\n", filepath.Join(dest, name))

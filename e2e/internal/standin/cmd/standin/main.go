@@ -45,33 +45,6 @@ func fail(prog string, err error) int {
 	return 1
 }
 
-// writeAtomic writes b next to path and renames it over path, so a reader never sees half.
-func writeAtomic(path string, b []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
 // recordDir is layout.RecordDir unless a test overrides it.
 func recordDir() string {
 	if d := os.Getenv(layout.RecordDirEnv); d != "" {

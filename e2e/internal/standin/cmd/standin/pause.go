@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/gpupolicy/gpupolicy/e2e/internal/standin/layout"
 )
 
 // pause is the sandbox container: PID 1 of the pod, holding its namespaces. It reaps the
@@ -12,6 +15,8 @@ import (
 func pause(args []string) int {
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
+	// Once the handlers are in place, so a test knows a SIGTERM from now on is caught.
+	fmt.Fprintln(os.Stderr, layout.PauseReady)
 	for s := range sig {
 		if s != syscall.SIGCHLD {
 			return 0
