@@ -2,9 +2,12 @@ package realnode
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +79,48 @@ func render(t *testing.T, dir string) *rendered {
 	return r
 }
 
+// reseal recomputes what gpupolicy-fn derives from the ConfigMaps after a test-only patch
+// changed one: the agent config's dropInSHA256 and every pod template's
+// gpupolicy.dev/config-sha256 (the sha256 of its ConfigMap's content), so the patched stack is
+// what the function would have rendered from such a drop-in.
+func (r *rendered) reseal(t *testing.T) {
+	t.Helper()
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	oldDropIn, newDropIn := r.agent.Toolkit.DropInSHA256, sum(r.dropIn)
+	var agentCM *unstructured.Unstructured
+	for _, o := range r.objects {
+		if o.GetKind() == "ConfigMap" && o.GetName() == config.AgentConfigMap {
+			agentCM = o
+		}
+	}
+	data, _, _ := unstructured.NestedString(agentCM.Object, "data", config.AgentConfigFile)
+	oldAgent := sum(data)
+	data = strings.ReplaceAll(data, oldDropIn, newDropIn)
+	if err := unstructured.SetNestedField(agentCM.Object, data, "data", config.AgentConfigFile); err != nil {
+		t.Fatal(err)
+	}
+	newAgent := sum(data)
+	for _, o := range r.objects {
+		if o.GetKind() != "DaemonSet" {
+			continue
+		}
+		path := []string{"spec", "template", "metadata", "annotations", "gpupolicy.dev/config-sha256"}
+		v, _, _ := unstructured.NestedString(o.Object, path...)
+		switch v {
+		case oldDropIn:
+			v = newDropIn
+		case oldAgent:
+			v = newAgent
+		default:
+			continue
+		}
+		if err := unstructured.SetNestedField(o.Object, v, path...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.agent.Toolkit.DropInSHA256 = newDropIn
+}
+
 // toolkitImage is the image of the toolkit DaemonSet's toolkit-copy init container (NVIDIA's
 // installer; the suite imports a stand-in under this ref).
 func (r *rendered) toolkitImage(t *testing.T) string {
@@ -122,7 +167,8 @@ func reapply(t *testing.T, r *rendered) {
 	if _, err := a.Apply(context.Background(), "update", r.objects); err != nil {
 		// DaemonSets whose pods cannot become ready on purpose (the broken drop-in) time out
 		// in kstatus; the apply itself must have gone through.
-		t.Logf("re-apply: %v", err)
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		t.Logf("re-apply (waiting is not the point here): %s", first)
 	}
 }
 
