@@ -292,10 +292,14 @@ func (s *nodeState) checkToolkit(agentPod, agentCID string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var lost []string
 	for _, want := range s.nodeSettings() {
 		if !strings.Contains(dump, want) {
-			t.Errorf("containerd config dump after the toolkit stage lacks %q (a node setting lost, or the handler not loaded):\n%s", want, dump)
+			lost = append(lost, want)
 		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("containerd config dump after the toolkit stage lacks %q (a node setting lost, or the handler not loaded):\n%s", lost, dump)
 	}
 	p, err := env.cs.CoreV1().Pods(s.r.ns).Get(context.Background(), agentPod, metav1.GetOptions{})
 	if err != nil {
@@ -317,19 +321,22 @@ func (s *nodeState) nodeSettings() []string {
 		`restrict_oom_score_adj = true`,
 		`sandbox_image = "` + realnode.PauseImage + `"`,
 		`conf_dir = "/etc/cni/net.d"`,
+		`SystemdCgroup = false`,
 	}
 	if s.c.containerd == "1.6" {
 		return common
 	}
+	// containerd 2.x dumps TOML with single-quoted strings.
 	return []string{
-		`[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]`,
-		`BinaryName = "` + s.r.agent.Toolkit.RuntimePath + `"`,
-		`[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.` + realnode.DebugRuntime + `]`,
-		`config_path = "` + realnode.RegistryConfigPath + `"`,
+		`[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]`,
+		`BinaryName = '` + s.r.agent.Toolkit.RuntimePath + `'`,
+		`[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.` + realnode.DebugRuntime + `]`,
+		`config_path = '` + realnode.RegistryConfigPath + `'`,
 		`restrict_oom_score_adj = true`,
-		`sandbox = "` + realnode.PauseImage + `"`,
-		`conf_dir = "/etc/cni/net.d"`,
+		`sandbox = '` + realnode.PauseImage + `'`,
+		`conf_dir = '/etc/cni/net.d'`,
 		`enable_cdi = true`,
+		`SystemdCgroup = false`,
 	}
 }
 
