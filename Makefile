@@ -16,7 +16,7 @@ export KUSTOMIZE
 BINARIES := gpupolicy-fn gpu-device-plugin gpu-exporter gpu-node-agent
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0)
 
-.PHONY: all build render tools host-deps containerd2 test unit lint check-rendered update-rendered generate fuzz e2e bench clean help
+.PHONY: all build image render tools host-deps containerd2 test unit lint check-rendered update-rendered generate fuzz e2e bench clean help
 
 all: build
 
@@ -29,6 +29,23 @@ build: ## build every binary into bin/
 	@for b in gpu-device-plugin gpu-exporter gpu-node-agent; do \
 	  if [ -d plugin/cmd/$$b ]; then $(GO) build -trimpath -o bin/$$b ./plugin/cmd/$$b; fi; \
 	done
+
+# The image every rendered DaemonSet runs, built daemonless (buildah, local debootstrapped bases
+# cached under $(CACHE)/images and $(CACHE)/buildah; the first run builds them) and tagged as
+# bin/gpupolicy-fn renders spec.images.gpupolicy by default. Rebuilt only when an input changed,
+# so `make e2e` and e2e/run.sh asking for it both cost one build.
+IMAGE_TAR := bin/gpupolicy-image.tar
+IMAGE_INPUTS = Dockerfile .dockerignore go.mod go.sum e2e/hack/build-image.sh \
+	$(shell find fn plugin -type f -not -path '*/testdata/*' -not -name '*_test.go')
+image: build ## build the image from Dockerfile into bin/gpupolicy-image.tar (docker-archive for ctr import); needs root
+	@# go build rewrites bin/gpupolicy-fn every time: what the image takes from it (its version) and
+	@# from the machine (Go) goes into a stamp that only changes with them.
+	@v="$$(bin/gpupolicy-fn version) $$($(GO) env GOVERSION)"; \
+	[ "$$(cat bin/.image-inputs 2>/dev/null)" = "$$v" ] || echo "$$v" > bin/.image-inputs
+	@$(MAKE) --no-print-directory $(IMAGE_TAR)
+
+$(IMAGE_TAR): $(IMAGE_INPUTS) bin/.image-inputs
+	@tag=$$(e2e/hack/build-image.sh | tail -n 1); echo "image: $$tag in $@"
 
 tools: $(KUSTOMIZE) $(STATICCHECK) ## install pinned kustomize and staticcheck into $(CACHE)/tools
 
@@ -91,7 +108,7 @@ fuzz: ## fuzz decode+validate+render, the agent's host path resolution and conta
 	$(GO) test ./plugin/agent/hostfs -run '^$$' -fuzz FuzzResolve -fuzztime $${FUZZTIME:-5m} -fuzzminimizetime 5s -parallel 1
 	$(GO) test ./plugin/agent/toolkit -run '^$$' -fuzz FuzzMerge -fuzztime $${FUZZTIME:-5m} -fuzzminimizetime 5s -parallel 1
 
-e2e: build tools ## end-to-end suite on a real control plane (cold build of k8s ~15 min, cached)
+e2e: build tools image ## end-to-end suite on a real control plane (cold build of k8s ~15 min, cached)
 	e2e/run.sh
 
 test: lint unit e2e ## every test: lint, unit/integration (real kustomize, containerd, promtool), e2e

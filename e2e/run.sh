@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the end-to-end suite on a real control plane. Builds what it needs first: bin/gpupolicy-fn
-# and kustomize (make build tools), and the control-plane binaries (hack/build-binaries.sh;
-# cached under ~/.cache/gpupolicy/e2e-bin, the cold build takes ~15 min on two cores).
+# and kustomize (make build tools), the image bin/gpupolicy-image.tar (make image, cached bases
+# under ~/.cache/gpupolicy/images; a failed build fails the suite), and the control-plane
+# binaries (hack/build-binaries.sh; cached under ~/.cache/gpupolicy/e2e-bin, the cold build
+# takes ~15 min on two cores).
 # Extra arguments go to `go test` (e.g. -run TestGuardrails). Prints the total duration.
 set -uo pipefail
 start=$(date +%s)
@@ -15,7 +17,7 @@ finish() {
 }
 
 cd "$root" || finish 1
-make -s build tools || finish $?
+make -s build tools image || finish $?
 bin_dir=$(bash e2e/hack/build-binaries.sh | tail -n 1) || finish $?
 echo "e2e: control-plane binaries in $bin_dir"
 cd e2e || finish 1
