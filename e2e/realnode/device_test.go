@@ -282,6 +282,7 @@ func (s *nodeState) brokenDropIn() {
 		t.Fatal(err)
 	}
 	oldPod := stagePod(t, s.r.ns, "gpu-container-toolkit", s.n.Name)
+	rolledOut := time.Now().Add(-time.Second) // Event times have second precision
 	broken := render(t, s.c.broken)
 	broken.reseal(t)
 	reapply(t, broken)
@@ -305,9 +306,31 @@ func (s *nodeState) brokenDropIn() {
 		}
 		return node.Labels[config.LabelToolkitReady] != "true" && node.Labels[config.LabelDeployDevicePlugin] != "true", nvidiaLabels(node)
 	})
-	eventually(t, 30*time.Second, "the toolkit's log names the broken drop-in", s.diag, func() (bool, string) {
+	// containerd's own words for runtime_type = 42, passed through by the toolkit stage.
+	refusal := map[string]string{
+		"1.6": "Can't convert 42(int64) to string",
+		"2.1": "cannot decode TOML integer into struct field config.Runtime.Type",
+	}[s.c.containerd]
+	eventually(t, 30*time.Second, "the toolkit's log names the broken drop-in ("+refusal+")", s.diag, func() (bool, string) {
 		l := podLog(s.n, tk, "install")
-		return strings.Contains(l, "runtime_type") || strings.Contains(l, "42"), tail(l, 8)
+		return strings.Contains(l, "containerd config dump") && strings.Contains(l, refusal), tail(l, 8)
+	})
+	// The agent says so on the node: a Warning Event naming the toolkit stage and why.
+	eventually(t, 30*time.Second, "a StageNotReady Event for the toolkit stage on "+s.n.Name, s.diag, func() (bool, string) {
+		evs, err := env.cs.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + s.n.Name + ",reason=StageNotReady"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Type == corev1.EventTypeWarning && strings.HasPrefix(e.Message, "stage "+config.StageToolkit+": ") && !e.LastTimestamp.Time.Before(rolledOut) {
+				t.Logf("containerd %s: the agent's Event for the broken drop-in: %s", s.c.containerd, e.Message)
+				return true, ""
+			}
+			seen = append(seen, e.Message)
+		}
+		return false, fmt.Sprintf("StageNotReady events: %q", seen)
 	})
 	// The status file may still vouch for the old drop-in (containerd does run it), never for
 	// the broken one.
