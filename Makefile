@@ -81,7 +81,7 @@ containerd2: ## build containerd $(CONTAINERD2_VERSION) (containerd, shim, ctr) 
 render: build tools ## the main job: render examples/kustomize through real kustomize (exec function)
 	$(KUSTOMIZE) build --enable-alpha-plugins --enable-exec examples/kustomize
 
-unit: build tools host-deps ## unit and integration tests of the main module
+unit: build tools host-deps containerd2 ## unit and integration tests of the main module (real containerd 1.6 and the built 2.1.9 daemons)
 	$(GO) test -count=1 ./...
 
 lint: tools ## gofmt, go vet, staticcheck

@@ -25,6 +25,9 @@ import (
 // render a stack whose toolkit stage never opens; this keeps the two sides in step. Only what a
 // test host cannot have is replaced: the host root, the drop-in's mount path, no restart, no
 // containerd binary, a /proc with an uptime, no watch and no CDI generation (no nvidia-ctk here).
+// No containerd serves the host's CRI socket, so the install ends one step short of verified:
+// the drop-in is installed and the only reason left is the unreachable socket (the toolkit
+// package's tests verify through real containerd daemons).
 func TestNodeAcceptsRenderedToolkitInstall(t *testing.T) {
 	for _, p := range presets(t) {
 		t.Run(p.name, func(t *testing.T) {
@@ -66,11 +69,10 @@ func TestNodeAcceptsRenderedToolkitInstall(t *testing.T) {
 				"--containerd-bin": "none", "--proc": proc,
 			}, "--watch", "--cdi-spec", "--nvidia-ctk", "--cdi-driver-root")
 			var stdout, stderr bytes.Buffer
-			if code := agentcli.Main(context.Background(), args, &stdout, &stderr); code != 0 {
-				t.Fatalf("gpu-node-agent %s: exit %d\n%s", strings.Join(args, " "), code, stderr.String())
-			}
-			if !strings.Contains(stderr.String(), "toolkit stage verified") {
-				t.Fatalf("not verified:\n%s", stderr.String())
+			code := agentcli.Main(context.Background(), args, &stdout, &stderr)
+			if code != 1 || !strings.Contains(stderr.String(), "containerd drop-in installed") ||
+				!strings.Contains(stderr.String(), `"error":"not verified: cannot reach containerd's CRI at /run/containerd/containerd.sock: no such socket`) {
+				t.Fatalf("gpu-node-agent %s: exit %d, want 1 with only the CRI socket missing\n%s", strings.Join(args, " "), code, stderr.String())
 			}
 		})
 	}

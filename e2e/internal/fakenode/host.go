@@ -46,6 +46,7 @@ func (h *Host) SetToolkit(ok bool) error {
 		return removeIfExists(filepath.Join(h.Root, config.ToolkitStatusFile))
 	}
 	return toolkit.WriteStatus(h.Root, toolkit.Status{
+		Verified:          true,
 		Handlers:          []string{h.cfg.Toolkit.RuntimeClassName},
 		DropInSHA256:      h.cfg.Toolkit.DropInSHA256,
 		ContainerdVersion: h.cfg.ContainerRuntime.Version,

@@ -11,18 +11,19 @@ import (
 )
 
 // --cdi-spec reaches the installer: a node without nvidia-ctk keeps the gate closed (exit 1,
-// no status file) and the error names the spec, the missing program and the fix.
+// a status file that is not verified) and the error names the spec, the missing program and
+// the fix.
 func TestToolkitInstallCDISpecFlag(t *testing.T) {
 	root, dropIn, proc := toolkitHost(t)
 	base := []string{"toolkit", "install", "--host-root", root, "--drop-in", dropIn, "--containerd-version", "2.1",
 		"--restart-mode", "none", "--containerd-bin", "none", "--proc", proc, "--cdi-spec", config.CDISpecFile}
 	code, out, errs := run(base...)
-	if code != 1 || !strings.Contains(errs, "not verified: CDI spec "+config.CDISpecFile+": nvidia-ctk is not installed on the node") ||
+	if code != 1 || !strings.Contains(errs, "CDI spec "+config.CDISpecFile+": nvidia-ctk is not installed on the node") ||
 		!strings.Contains(out, `"Verified":false`) {
 		t.Fatalf("exit %d: %s %s", code, out, errs)
 	}
-	if _, err := toolkit.ReadStatus(root); err != toolkit.ErrNoStatus {
-		t.Fatalf("status file written without a CDI spec: %v", err)
+	if st, err := toolkit.ReadStatus(root); err != nil || st.Verified || !strings.Contains(st.Reason, "nvidia-ctk is not installed") {
+		t.Fatalf("status file without a CDI spec: %+v %v", st, err)
 	}
 	code, _, errs = run(append(base, "--nvidia-ctk", "/usr/local/nvidia/toolkit/nvidia-ctk")...)
 	if code != 1 || !strings.Contains(errs, "--nvidia-ctk /usr/local/nvidia/toolkit/nvidia-ctk") {

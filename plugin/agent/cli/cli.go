@@ -190,7 +190,7 @@ func (e usageError) Unwrap() error { return e.error }
 // pathFlags are the flags, of any subcommand, that name a host path or a directory of this
 // container; each subcommand's are refused when relative (config.CheckAbsolutePaths), as in
 // the device plugin and the exporter.
-var pathFlags = []string{"host-root", "proc", "config-path", "drop-in-dir", "containerd-bin", "cdi-spec", "nvidia-ctk", "cdi-driver-root"}
+var pathFlags = []string{"host-root", "proc", "config-path", "drop-in-dir", "containerd-bin", "cdi-spec", "nvidia-ctk", "cdi-driver-root", "containerd-socket"}
 
 func checkPathFlags(fs *flag.FlagSet) error {
 	var names []string

@@ -57,13 +57,24 @@ func DriverCheck(cfg *config.Agent, hostRoot string) gate.CheckFunc {
 	}
 }
 
-// ToolkitCheck verifies the status file written by `toolkit install` after it saw containerd
-// load the handler: for the drop-in this policy rendered, with the policy's handler.
+// ToolkitCheck verifies the status file written by `toolkit install`: open only when it
+// verified, through containerd's CRI, the drop-in this policy rendered with the policy's
+// handler; otherwise the reason is the install's own (what containerd refused, what it runs).
 func ToolkitCheck(cfg *config.Agent, hostRoot string) gate.CheckFunc {
 	return func(context.Context) gate.Result {
 		st, err := toolkit.ReadStatus(hostRoot)
 		if err != nil {
 			return gate.Result{Reason: err.Error()}
+		}
+		if !st.Verified {
+			reason := st.Reason
+			if reason == "" {
+				reason = fmt.Sprintf("%s records no verification (written by an older gpu-node-agent); the toolkit stage rewrites it", config.ToolkitStatusFile)
+			}
+			if st.DropInSHA256 != "" && st.DropInSHA256 != cfg.Toolkit.DropInSHA256 {
+				return gate.Result{Reason: fmt.Sprintf("the toolkit stage has not applied this policy's drop-in %s yet; its last install (drop-in %s) failed: %s", short(cfg.Toolkit.DropInSHA256), short(st.DropInSHA256), reason)}
+			}
+			return gate.Result{Reason: "toolkit install failed: " + reason}
 		}
 		if st.DropInSHA256 != cfg.Toolkit.DropInSHA256 {
 			return gate.Result{Reason: fmt.Sprintf("containerd has drop-in sha256 %s, the policy rendered %s: the toolkit stage has not applied this policy yet", short(st.DropInSHA256), short(cfg.Toolkit.DropInSHA256))}

@@ -70,12 +70,24 @@ func TestStagesThroughGate(t *testing.T) {
 	if l[config.LabelDeployToolkit] != "true" || l[config.LabelDriverDrift] != "true" || l[config.LabelDriverVersion] != "580.82.07" || l[config.LabelDeployDevicePlugin] != "" {
 		t.Fatalf("driver ok: %v", l)
 	}
-	st := toolkit.Status{Handlers: []string{"nvidia"}, DropInSHA256: "0000", ContainerdVersion: "1.7", VerifiedBy: "test", Time: time.Now()}
+	st := toolkit.Status{Verified: true, Handlers: []string{"nvidia"}, DropInSHA256: "0000", ContainerdVersion: "1.7", VerifiedBy: "test", Time: time.Now()}
 	if err := toolkit.WriteStatus(root, st); err != nil {
 		t.Fatal(err)
 	}
 	if l = labels(); l[config.LabelToolkitReady] != "" {
 		t.Fatalf("old drop-in opened the toolkit gate: %v", l)
+	}
+	// A failed install of this policy's drop-in keeps the gate closed even if the file names
+	// the handler and the digest: only verified opens it.
+	failed := toolkit.Status{Reason: "containerd refused the drop-in: boom", Handlers: []string{"nvidia"}, DropInSHA256: sha, Time: time.Now()}
+	if err := toolkit.WriteStatus(root, failed); err != nil {
+		t.Fatal(err)
+	}
+	if l = labels(); l[config.LabelToolkitReady] != "" {
+		t.Fatalf("unverified status opened the toolkit gate: %v", l)
+	}
+	if res := ToolkitCheck(agentConfig(), root)(ctx); res.Ready || res.Reason != "toolkit install failed: containerd refused the drop-in: boom" {
+		t.Fatalf("failed status: %+v", res)
 	}
 	st.DropInSHA256 = sha
 	if err := toolkit.WriteStatus(root, st); err != nil {

@@ -124,7 +124,7 @@ func TestCDISpecInstalled(t *testing.T) {
 		}
 	}
 	res, err := in.Install(context.Background())
-	if err != nil || !res.Verified || !res.CDISpecChanged {
+	if err != nil || !installedNoCRI(res) || !res.CDISpecChanged {
 		t.Fatalf("install: %+v %v", res, err)
 	}
 	args := strings.Fields(string(must(os.ReadFile(filepath.Join(root, "/fake-ctk-args")))))
@@ -142,7 +142,7 @@ func TestCDISpecInstalled(t *testing.T) {
 	// Same bytes: no write (same inode and mtime), still verified.
 	ino, mtime := inode(t, spec), must(os.Stat(spec)).ModTime()
 	in.Writer.Step = nil
-	if res, err = in.Install(context.Background()); err != nil || !res.Verified || res.CDISpecChanged || res.Changed {
+	if res, err = in.Install(context.Background()); err != nil || !installedNoCRI(res) || res.CDISpecChanged || res.Changed {
 		t.Fatalf("second install: %+v %v", res, err)
 	}
 	if inode(t, spec) != ino || !must(os.Stat(spec)).ModTime().Equal(mtime) {
@@ -157,7 +157,7 @@ func TestCDISpecInstalled(t *testing.T) {
 			t.Errorf("step %s: spec is neither old nor new (%v):\n%s", point, err, b)
 		}
 	}
-	if res, err = in.Install(context.Background()); err != nil || !res.Verified || !res.CDISpecChanged {
+	if res, err = in.Install(context.Background()); err != nil || !installedNoCRI(res) || !res.CDISpecChanged {
 		t.Fatalf("install after change: %+v %v", res, err)
 	}
 	if inode(t, spec) == ino {
@@ -192,7 +192,7 @@ func TestCDISpecThroughLink(t *testing.T) {
 	if err := os.Symlink("/run", filepath.Join(root, "/var/run")); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := in.Install(context.Background()); err != nil || !res.Verified || !res.CDISpecChanged {
+	if res, err := in.Install(context.Background()); err != nil || !installedNoCRI(res) || !res.CDISpecChanged {
 		t.Fatalf("install: %+v %v", res, err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "/run/cdi/nvidia.yaml")); err != nil {
@@ -209,7 +209,7 @@ func TestCDISpecFailures(t *testing.T) {
 	in, root := cdiHost(t, "/usr/bin/nvidia-ctk") // found in the host's PATH directories
 	good := specFor(config.CDIKind, gpu0)
 	writeHost(t, root, "/fake-ctk-spec.yaml", good, 0o644)
-	if res, err := in.Install(context.Background()); err != nil || !res.Verified {
+	if res, err := in.Install(context.Background()); err != nil || !installedNoCRI(res) {
 		t.Fatalf("install: %+v %v", res, err)
 	}
 	// A driver on the host root needs no --driver-root; a toolkit without nvidia-cdi-hook
@@ -244,8 +244,8 @@ func TestCDISpecFailures(t *testing.T) {
 			if err != nil || res.Verified || !strings.Contains(res.Reason, c.reason) || !strings.Contains(res.Reason, config.CDISpecFile) {
 				t.Fatalf("want not verified with %q, got %+v %v", c.reason, res, err)
 			}
-			if _, err := ReadStatus(root); err != ErrNoStatus {
-				t.Fatalf("status file kept the gate open: %v", err)
+			if st, err := ReadStatus(root); err != nil || st.Verified || st.Reason != res.Reason {
+				t.Fatalf("status file does not record the failure: %+v %v", st, err)
 			}
 			if got := string(must(os.ReadFile(filepath.Join(root, config.CDISpecFile)))); got != good {
 				t.Fatalf("last good spec replaced:\n%s", got)

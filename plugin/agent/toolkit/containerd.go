@@ -1,7 +1,8 @@
 // Package toolkit installs the reviewed containerd drop-in on a node: merged with the node's
 // own CRI plugin sections where containerd < 2.1 would otherwise replace them, imported from
 // the main config, written atomically and idempotently, containerd restarted only when the
-// bytes changed, and the loaded handler verified before the status file tells the gate.
+// bytes changed, and the handler verified in the running daemon through its CRI before the
+// status file tells the gate.
 package toolkit
 
 import (

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 )
@@ -73,7 +72,7 @@ func TestInstallRealContainerdV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Verified || !res.Changed {
+	if !installedNoCRI(res) || !res.Changed {
 		t.Fatalf("first install: %+v", res)
 	}
 	assertNodeSettingsV2(t, dumpNode(t))
@@ -82,7 +81,7 @@ func TestInstallRealContainerdV2(t *testing.T) {
 		t.Fatalf("backup of the main config: %v", backups)
 	}
 	st, err := ReadStatus("/")
-	if err != nil || !slices.Equal(st.Handlers, []string{"nvidia"}) || st.DropInSHA256 != sha(must(os.ReadFile(testdata(t, "dropin-v2.toml")))) {
+	if err != nil || st.Verified || len(st.Handlers) != 0 || st.Reason != res.Reason || st.DropInSHA256 != sha(must(os.ReadFile(testdata(t, "dropin-v2.toml")))) {
 		t.Fatalf("status %+v (%v)", st, err)
 	}
 
@@ -91,7 +90,7 @@ func TestInstallRealContainerdV2(t *testing.T) {
 	before := must(os.Stat(path)).ModTime()
 	time.Sleep(20 * time.Millisecond)
 	res2, err := in.Install(ctx)
-	if err != nil || res2.Changed || res2.Restarted || !res2.Verified {
+	if err != nil || res2.Changed || res2.Restarted || !installedNoCRI(res2) {
 		t.Fatalf("second install: %+v %v", res2, err)
 	}
 	if !must(os.Stat(path)).ModTime().Equal(before) {
@@ -151,7 +150,7 @@ func TestInstallRealContainerdV2OtherImports(t *testing.T) {
 	}
 
 	res, err := newInstaller(testdata(t, "dropin-v2.toml")).Install(context.Background())
-	if err != nil || !res.Verified {
+	if err != nil || !installedNoCRI(res) {
 		t.Fatalf("install: %+v %v", res, err)
 	}
 	d := dumpNode(t)
@@ -192,7 +191,7 @@ func TestInstallRealContainerdNoMainConfig(t *testing.T) {
 		return
 	}
 	res, err := newInstaller(testdata(t, "dropin-v2.toml")).Install(context.Background())
-	if err != nil || !res.Verified {
+	if err != nil || !installedNoCRI(res) {
 		t.Fatalf("install: %+v %v", res, err)
 	}
 	if got := string(must(os.ReadFile(DefaultConfigPath))); got != "version = 2\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n" {
@@ -243,8 +242,11 @@ func TestInstallRealContainerdPreflight(t *testing.T) {
 	}
 	before := string(must(os.ReadFile(DefaultConfigPath)))
 	_, err := newInstaller(bad).Install(context.Background())
-	if err == nil || !contains(err.Error(), "nothing was changed") {
+	if err == nil || !contains(err.Error(), "containerd refused the drop-in") || !contains(err.Error(), "nothing was written") {
 		t.Fatalf("want a preflight refusal, got %v", err)
+	}
+	if st, serr := ReadStatus("/"); serr != nil || st.Verified || st.Reason != err.Error() {
+		t.Fatalf("status does not record the refusal: %+v %v", st, serr)
 	}
 	if string(must(os.ReadFile(DefaultConfigPath))) != before {
 		t.Fatal("main config changed")

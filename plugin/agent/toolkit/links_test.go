@@ -85,7 +85,7 @@ func TestInstallFlatcarConfigLink(t *testing.T) {
 		RestartMode: RestartNone, ProcDir: emptyProc()}
 	ctx := context.Background()
 	res, err := in.Install(ctx)
-	if err != nil || !res.Verified || !res.Changed {
+	if err != nil || !installedNoCRI(res) || !res.Changed {
 		t.Fatalf("install: %+v %v", res, err)
 	}
 	assertLink(t, root, DefaultConfigPath, flatcarTarget)
@@ -103,7 +103,7 @@ func TestInstallFlatcarConfigLink(t *testing.T) {
 	if len(backups) != 1 || string(must(os.ReadFile(backups[0]))) != orig {
 		t.Fatalf("backup of the node's config beside the link: %v", backups)
 	}
-	if res, err = in.Install(ctx); err != nil || res.Changed || !res.Verified {
+	if res, err = in.Install(ctx); err != nil || res.Changed || !installedNoCRI(res) {
 		t.Fatalf("second install: %+v %v", res, err)
 	}
 	if removed, err := in.Uninstall(ctx); err != nil || !removed {
@@ -180,7 +180,7 @@ func TestInstallThroughLinks(t *testing.T) {
 			in := &Installer{HostRoot: root, DropInSource: testdata(t, "dropin-v2.toml"), ContainerdVersion: "1.6",
 				RestartMode: RestartNone, ContainerdBinary: NoBinary, ProcDir: emptyProc()}
 			res, err := in.Install(context.Background())
-			if err != nil || !res.Verified {
+			if err != nil || !installedNoCRI(res) {
 				t.Fatalf("install: %+v %v", res, err)
 			}
 			for _, l := range c.links {

@@ -217,7 +217,7 @@ func preflight(ctx context.Context, h Host, bin, configHostPath, dropIn string, 
 	}
 	defer func() { _, _ = hostfs.Writer{}.Remove(h.Root, scratchDropIn) }()
 	if _, err := scratchDump(ctx, h, bin, main, append(files, scratchDropIn)); err != nil {
-		return fmt.Errorf("containerd would not load the node's config with the new drop-in, so nothing was changed: %w", err)
+		return fmt.Errorf("containerd refused the drop-in: %w; nothing was written and containerd keeps running its previous configuration", err)
 	}
 	return nil
 }

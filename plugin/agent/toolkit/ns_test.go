@@ -12,8 +12,10 @@ import (
 )
 
 // Tests against the real containerd binary run in a private mount namespace where a temp dir
-// is bind-mounted over /etc/containerd (and one over /var/lib/gpupolicy for the status file),
-// so `containerd --config /etc/containerd/config.toml config dump` reads only test files.
+// is bind-mounted over /etc/containerd (and one over /var/lib/gpupolicy for the status file,
+// one over /run/containerd for a test daemon's socket), so `containerd --config
+// /etc/containerd/config.toml config dump` reads only test files and a daemon started there
+// serves the default socket path as on a node.
 const childEnv = "GPUPOLICY_TOOLKIT_NS_CHILD"
 
 func inChild() bool { return os.Getenv(childEnv) == "1" }
@@ -31,16 +33,16 @@ func runInNamespaces(t *testing.T, unshareFlags ...string) bool {
 	if _, err := exec.LookPath("containerd"); err != nil {
 		t.Skip("containerd is not installed (apt-get install -y containerd): skipping the real-containerd test")
 	}
-	etc, lib := t.TempDir(), t.TempDir()
-	for _, d := range []string{"/etc/containerd", filepath.Dir(config.ToolkitStatusFile)} {
+	etc, lib, run := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, d := range []string{"/etc/containerd", filepath.Dir(config.ToolkitStatusFile), filepath.Dir(DefaultContainerdSocket)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatalf("mount point %s: %v", d, err)
 		}
 	}
-	script := `set -e; mount --bind "$1" /etc/containerd; mount --bind "$2" "$3"; shift 3; exec "$@"`
+	script := `set -e; mount --bind "$1" /etc/containerd; mount --bind "$2" "$3"; mount --bind "$4" "$5"; shift 5; exec "$@"`
 	args := append(append([]string{"-m", "--propagation", "private"}, unshareFlags...), "sh", "-c", script, "sh")
 	cmd := exec.Command("unshare", append(args,
-		etc, lib, filepath.Dir(config.ToolkitStatusFile),
+		etc, lib, filepath.Dir(config.ToolkitStatusFile), run, filepath.Dir(DefaultContainerdSocket),
 		os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1")...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	out, err := cmd.CombinedOutput()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,23 +21,14 @@ const (
 	RestartNone    = "none"    // a person restarts containerd; the gate waits until then
 )
 
-// ticksPerSecond is USER_HZ, 100 on every Linux architecture Kubernetes runs on.
-const ticksPerSecond = 100
-
-// process is a running containerd as seen in the host's /proc.
-type process struct {
-	PID int
-	// Started is the process start time, as time since boot.
-	Started time.Duration
-}
-
-// containerdProcesses lists processes whose command name is "containerd" (not the shims).
-func containerdProcesses(procDir string) ([]process, error) {
+// containerdProcesses lists the PIDs of processes whose command name is "containerd" (not
+// the shims): restart-mode signal's targets.
+func containerdProcesses(procDir string) ([]int, error) {
 	entries, err := os.ReadDir(procDir)
 	if err != nil {
 		return nil, err
 	}
-	var out []process
+	var out []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -52,60 +44,44 @@ func containerdProcesses(procDir string) ([]process, error) {
 		if open < 0 || closing < open || s[open+1:closing] != "containerd" {
 			continue
 		}
-		fields := strings.Fields(s[closing+1:])
-		if len(fields) < 20 {
-			continue
-		}
-		ticks, err := strconv.ParseInt(fields[19], 10, 64) // field 22 overall: starttime
-		if err != nil {
-			continue
-		}
-		out = append(out, process{PID: pid, Started: time.Duration(ticks) * time.Second / ticksPerSecond})
+		out = append(out, pid)
 	}
 	return out, nil
 }
 
-// sinceBoot converts a wall-clock time into time since boot, using /proc/uptime.
-func sinceBoot(procDir string, t time.Time) (time.Duration, error) {
-	b, err := os.ReadFile(filepath.Join(procDir, "uptime"))
-	if err != nil {
-		return 0, err
+// restart restarts containerd per mode and returns the PIDs of the containerd it replaces
+// (running is the PID that answered the CRI before, 0 when none did): while one of them
+// still answers, the restart has not happened yet.
+func (in *Installer) restart(ctx context.Context, running int) ([]int, error) {
+	var old []int
+	if running > 0 {
+		old = append(old, running)
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0, fmt.Errorf("empty %s/uptime", procDir)
-	}
-	up, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(up*float64(time.Second)) - time.Since(t), nil
-}
-
-// restart restarts containerd per mode.
-func (in *Installer) restart(ctx context.Context) error {
 	switch in.RestartMode {
 	case RestartNone:
-		return nil
+		return old, nil
 	case RestartSystemd:
 		_, err := in.host().Command(ctx, in.systemctl(), "restart", in.unit())
-		return err
+		return old, err
 	case RestartSignal:
 		procs, err := containerdProcesses(in.procDir())
 		if err != nil {
-			return err
+			return old, err
 		}
 		if len(procs) == 0 {
-			return fmt.Errorf("restart-mode signal: no containerd process in %s (the toolkit DaemonSet needs hostPID: true)", in.procDir())
+			return old, fmt.Errorf("restart-mode signal: no containerd process in %s (the toolkit DaemonSet needs hostPID: true)", in.procDir())
 		}
-		for _, p := range procs {
-			if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil {
-				return fmt.Errorf("signal containerd pid %d: %w", p.PID, err)
+		for _, pid := range procs {
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+				return old, fmt.Errorf("signal containerd pid %d: %w", pid, err)
+			}
+			if !slices.Contains(old, pid) {
+				old = append(old, pid)
 			}
 		}
-		return nil
+		return old, nil
 	default:
-		return fmt.Errorf("unknown --restart-mode %q (systemd | signal | none)", in.RestartMode)
+		return old, fmt.Errorf("unknown --restart-mode %q (systemd | signal | none)", in.RestartMode)
 	}
 }
 
@@ -118,33 +94,47 @@ func (in *Installer) systemctl() string {
 	return "/usr/bin/systemctl"
 }
 
-// loadedSince waits until a containerd process started after changedAt (or, with restart
-// mode none, only checks once). ok=false with no error means containerd is running a config
-// older than the files; visible=false means no containerd process is visible at all.
-func (in *Installer) loadedSince(ctx context.Context, changedAt time.Time, wait bool) (ok, visible bool, err error) {
+func (in *Installer) socket() string {
+	if in.ContainerdSocket == "" {
+		return DefaultContainerdSocket
+	}
+	return in.ContainerdSocket
+}
+
+// runningView asks the running containerd through its CRI whether the drop-in's settings are
+// in effect: stale is "" when they are, else what differs; err is a CRI that cannot be
+// reached. An answer from a process in old (replaced by a restart) is an error: it is dying.
+func (in *Installer) runningView(ctx context.Context, r rendered, v Version, old []int) (view criView, stale string, err error) {
+	host, local, err := in.socketPath()
+	if err != nil {
+		return view, "", err
+	}
+	if view, err = queryCRI(ctx, host, local); err != nil {
+		return view, "", err
+	}
+	if view.PID > 0 && slices.Contains(old, view.PID) {
+		return view, "", fmt.Errorf("containerd pid %d from before the restart still answers on %s", view.PID, host)
+	}
+	return view, notInEffect(view, r.table, v), nil
+}
+
+// waitLoaded waits, up to the restart timeout, for a containerd other than old to answer
+// with the drop-in's settings in effect and RuntimeReady. A new process with other settings
+// is final: containerd reads its configuration once, at start.
+func (in *Installer) waitLoaded(ctx context.Context, r rendered, v Version, old []int) (criView, string, error) {
 	deadline := time.Now().Add(in.restartTimeout())
 	for {
-		procs, err := containerdProcesses(in.procDir())
-		if err != nil {
-			return false, false, err
+		view, stale, err := in.runningView(ctx, r, v, old)
+		if err == nil && (stale != "" || view.RuntimeReady) {
+			return view, stale, nil
 		}
-		boundary, err := sinceBoot(in.procDir(), changedAt)
-		if err != nil {
-			return false, false, err
-		}
-		for _, p := range procs {
-			// Start times and uptime are both in clock ticks: allow their rounding.
-			if p.Started >= boundary-2*time.Second/ticksPerSecond {
-				return true, true, nil
-			}
-		}
-		if !wait || time.Now().After(deadline) {
-			return false, len(procs) > 0, nil
+		if time.Now().After(deadline) {
+			return view, stale, err
 		}
 		select {
 		case <-ctx.Done():
-			return false, false, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+			return view, stale, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
