@@ -315,7 +315,8 @@ func (s *nodeState) brokenDropIn() {
 		l := podLog(s.n, tk, "install")
 		return strings.Contains(l, "containerd config dump") && strings.Contains(l, refusal), tail(l, 8)
 	})
-	// The agent says so on the node: a Warning Event naming the toolkit stage and why.
+	// The agent says so on the node: a Warning Event naming the toolkit stage and containerd's
+	// reason (the toolkit records it in the status file; the gate shows it).
 	eventually(t, 30*time.Second, "a StageNotReady Event for the toolkit stage on "+s.n.Name, s.diag, func() (bool, string) {
 		evs, err := env.cs.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{
 			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + s.n.Name + ",reason=StageNotReady"})
@@ -324,7 +325,8 @@ func (s *nodeState) brokenDropIn() {
 		}
 		var seen []string
 		for _, e := range evs.Items {
-			if e.Type == corev1.EventTypeWarning && strings.HasPrefix(e.Message, "stage "+config.StageToolkit+": ") && !e.LastTimestamp.Time.Before(rolledOut) {
+			if e.Type == corev1.EventTypeWarning && strings.HasPrefix(e.Message, "stage "+config.StageToolkit+": ") &&
+				strings.Contains(e.Message, refusal) && !e.LastTimestamp.Time.Before(rolledOut) {
 				t.Logf("containerd %s: the agent's Event for the broken drop-in: %s", s.c.containerd, e.Message)
 				return true, ""
 			}
@@ -334,7 +336,7 @@ func (s *nodeState) brokenDropIn() {
 	})
 	// The status file may still vouch for the old drop-in (containerd does run it), never for
 	// the broken one.
-	if st, err := toolkit.ReadStatus(s.n.HostPath("/")); err == nil && st.DropInSHA256 == broken.agent.Toolkit.DropInSHA256 {
+	if st, err := toolkit.ReadStatus(s.n.HostPath("/")); err == nil && st.Verified && st.DropInSHA256 == broken.agent.Toolkit.DropInSHA256 {
 		t.Errorf("the toolkit status file says the broken drop-in is verified: %+v", st)
 	}
 	after, _ := s.n.Starts("containerd")

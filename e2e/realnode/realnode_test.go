@@ -282,8 +282,10 @@ func (s *nodeState) checkToolkit(agentPod, agentCID string) {
 	if err != nil {
 		t.Fatalf("toolkit status file: %v", err)
 	}
-	if !slices.Contains(st.Handlers, "nvidia") || st.DropInSHA256 != s.r.agent.Toolkit.DropInSHA256 {
+	if !st.Verified || !slices.Contains(st.Handlers, "nvidia") || st.DropInSHA256 != s.r.agent.Toolkit.DropInSHA256 {
 		t.Errorf("toolkit status %+v: want handler nvidia verified for drop-in %s", st, s.r.agent.Toolkit.DropInSHA256)
+	} else {
+		t.Logf("containerd %s: toolkit status verified by %q", s.c.containerd, st.VerifiedBy)
 	}
 	if _, err := os.Stat(s.n.HostPath("/etc/containerd/conf.d/" + config.DropInFile)); err != nil {
 		t.Errorf("drop-in not installed: %v", err)
