@@ -252,7 +252,7 @@ func (s *nodeState) checkGatesByAgent() {
 	for _, l := range []string{config.LabelDeployDriver, config.LabelDeployToolkit, config.LabelToolkitReady, config.LabelDeployDevicePlugin} {
 		owner := ""
 		for _, mf := range node.ManagedFields {
-			if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"f:`+l+`"`) {
+			if mf.FieldsV1 != nil && strings.Contains(mf.FieldsV1.GetRawString(), `"f:`+l+`"`) {
 				owner = mf.Manager
 			}
 		}
