@@ -1,9 +1,6 @@
 package realnode
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // PauseImage is the sandbox image the node's containerd config names; the suite imports a
 // stand-in under this reference (no registry is reachable).
@@ -152,5 +149,3 @@ registerNode: true
 resolvConf: /etc/resolv.conf
 `, port, healthzPort, podCIDR)
 }
-
-func lines(ss ...string) string { return strings.Join(ss, "\n") + "\n" }

@@ -71,7 +71,7 @@ var nodePaths = []string{
 	"/var/lib/kubelet", "/etc/containerd", "/run/containerd", "/var/lib/containerd",
 	"/var/lib/gpupolicy", "/var/lib/gpupolicy-e2e", "/run/cdi", "/etc/cdi", "/usr/local/nvidia",
 	"/var/log/pods", "/var/log/containers", "/etc/cni/net.d", "/var/lib/cni", "/run/netns",
-	"/proc/driver", "/etc/hosts",
+	"/proc/driver",
 }
 
 // Start brings the node up: containerd running with the node's own config, the images
@@ -150,7 +150,7 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 	return n, nil
 }
 
-// prepare writes the node's tree: its configs, the fake driver version, /etc/hosts, and the
+// prepare writes the node's tree: its configs, the fake driver version, and the
 // list of binds for the init script.
 func (n *Node) prepare(containerdCfg string) error {
 	o := n.opts
@@ -161,9 +161,6 @@ func (n *Node) prepare(containerdCfg string) error {
 		}
 	}
 	for _, p := range nodePaths {
-		if p == "/etc/hosts" {
-			continue
-		}
 		if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
 			return err
 		}
@@ -176,13 +173,10 @@ func (n *Node) prepare(containerdCfg string) error {
 	if err != nil {
 		return err
 	}
-	hostname, _ := os.Hostname()
 	files := map[string]string{
 		"/etc/containerd/config.toml":              containerdCfg,
 		"/etc/cni/net.d/10-gpupolicy-e2e.conflist": cniConfig(o.Bridge, o.PodCIDR),
-		// The kubelet takes the node's InternalIP from its name; logs and exec go to 127.0.0.1.
-		"/etc/hosts":                   lines("127.0.0.1 localhost "+hostname, "127.0.0.1 "+o.Name),
-		"/var/lib/kubelet/config.yaml": kubeletConfig(ports[0], ports[1], o.PodCIDR),
+		"/var/lib/kubelet/config.yaml":             kubeletConfig(ports[0], ports[1], o.PodCIDR),
 	}
 	if o.DriverVersion != "" {
 		files["/proc/driver/nvidia/version"] = fmt.Sprintf("NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Tue Sep 23 09:00:00 UTC 2025\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n", o.DriverVersion)
@@ -264,6 +258,10 @@ func (n *Node) network() error {
 			return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte(prev), 0o644)
 		})
 	}
+	n.removeStale()
+	if err := n.addHostsLine(); err != nil {
+		return err
+	}
 	if out, err := exec.Command("ip", "link", "add", o.Bridge, "type", "bridge").CombinedOutput(); err != nil {
 		return fmt.Errorf("ip link add %s: %v: %s", o.Bridge, err, out)
 	}
@@ -279,8 +277,7 @@ func (n *Node) network() error {
 	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+o.Bridge+"/route_localnet", []byte("1"), 0o644); err != nil {
 		return fmt.Errorf("route_localnet on %s: %w", o.Bridge, err)
 	}
-	rule := []string{"PREROUTING", "-i", o.Bridge, "-d", "10.96.0.1/32", "-p", "tcp", "--dport", "443",
-		"-j", "DNAT", "--to-destination", host + ":" + port, "-m", "comment", "--comment", "gpupolicy-e2e " + o.Name}
+	rule := rule(o, host, port)
 	if out, err := exec.Command("iptables", append([]string{"-t", "nat", "-A"}, rule...)...).CombinedOutput(); err != nil {
 		return fmt.Errorf("iptables DNAT of the kubernetes Service: %v: %s", err, out)
 	}
@@ -293,9 +290,79 @@ func (n *Node) network() error {
 	return nil
 }
 
+// rule is the DNAT of the kubernetes Service (10.96.0.1:443) to the API server for pods on
+// the node's bridge; its comment names the node, so a killed run's rule can be found again.
+func rule(o Options, host, port string) []string {
+	return []string{"PREROUTING", "-i", o.Bridge, "-d", "10.96.0.1/32", "-p", "tcp", "--dport", "443",
+		"-j", "DNAT", "--to-destination", host + ":" + port, "-m", "comment", "--comment", "gpupolicy-e2e " + o.Name}
+}
+
+// hostsMarker ends the /etc/hosts line a node adds, so only that line is removed again.
+const hostsMarker = "# gpupolicy-e2e real node"
+
+// addHostsLine maps the node's name to 127.0.0.1 in the host's /etc/hosts: the API server
+// reaches a kubelet by its Hostname address first (logs, exec), and this kubelet listens on
+// loopback only. The line is removed in Stop.
+func (n *Node) addHostsLine() error {
+	line := "127.0.0.1 " + n.Name + " " + hostsMarker + "\n"
+	f, err := os.OpenFile("/etc/hosts", os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("/etc/hosts: %w", err)
+	}
+	_, err = f.WriteString(line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("/etc/hosts: %w", err)
+	}
+	n.cleanup = append(n.cleanup, func() error { return removeHostsLines(n.Name) })
+	return nil
+}
+
+// removeHostsLines drops the lines addHostsLine wrote for name. /etc/hosts is rewritten in
+// place (it is often a bind mount that cannot be replaced by a rename).
+func removeHostsLines(name string) error {
+	b, err := os.ReadFile("/etc/hosts")
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if strings.HasSuffix(strings.TrimRight(l, "\n"), " "+name+" "+hostsMarker) {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	if out := strings.Join(keep, ""); out != string(b) {
+		return os.WriteFile("/etc/hosts", []byte(out), 0o644)
+	}
+	return nil
+}
+
+// removeStale removes what a killed run of a node with the same name left behind: its
+// bridge, its DNAT rule, its /etc/hosts line, empty pod cgroups. Nothing else uses them.
+func (n *Node) removeStale() {
+	_ = exec.Command("ip", "link", "del", n.opts.Bridge).Run()
+	// The API server's port differs per run: find the rule by its comment.
+	out, _ := exec.Command("iptables", "-t", "nat", "-S", "PREROUTING").Output()
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "-A PREROUTING ") && strings.Contains(l, `"gpupolicy-e2e `+n.Name+`"`) {
+			args := strings.Fields(strings.ReplaceAll(strings.TrimPrefix(l, "-A "), `"gpupolicy-e2e `+n.Name+`"`, "gpupolicy-e2e\x00"+n.Name))
+			for i, a := range args {
+				args[i] = strings.ReplaceAll(a, "\x00", " ")
+			}
+			_ = exec.Command("iptables", append([]string{"-t", "nat", "-D"}, args...)...).Run()
+		}
+	}
+	_ = removeHostsLines(n.Name)
+	_ = removePodCgroups()
+}
+
 // Stop tears the node down and leaves nothing behind: every process of the namespace
 // (containerd, the kubelet, shims, containers) is killed, the pod cgroups the kubelet created
-// are removed, the bridge, the iptables rule, the sysctl and the mount points go. Errors are
+// are removed, the bridge, the iptables rule, the /etc/hosts line, the sysctl and the mount
+// points go. Errors are
 // returned joined, after every step ran.
 func (n *Node) Stop() error {
 	var errs []error
