@@ -113,6 +113,11 @@ func (s *nodeState) checkWorkloadDevice(wl *corev1.Pod) string {
 		if len(cdiVars) != 2 {
 			t.Errorf("recorded spec carries CDI device variables %v, want exactly the allocated device's", cdiVars)
 		}
+		// And no device list for a real nvidia-container-runtime to widen it with (its
+		// default for an unset variable is all GPUs).
+		if v, ok := env["NVIDIA_VISIBLE_DEVICES"]; !ok || v == "all" || strings.Contains(v, "GPU-") {
+			t.Errorf("recorded spec under cdi-cri: NVIDIA_VISIBLE_DEVICES=%q (set %v), want a value naming no GPU", v, ok)
+		}
 	}
 	if env[key] != uuid {
 		t.Errorf("recorded OCI spec of the workload: %s=%q, want the allocated device %s (env %v)", key, env[key], uuid, spec.Process.Env)

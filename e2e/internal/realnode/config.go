@@ -114,8 +114,9 @@ func cniConfig(bridge, podCIDR string) string {
 // kubeletConfig is the KubeletConfiguration DESIGN.md's "A real node runs on this kind of
 // machine" arrived at: cgroupfs on cgroup v1, no swap check, the API server's anonymous
 // requests allowed (it has no kubelet client certificate), eviction thresholds low enough for
-// a shared disk, image GC off (every image is imported; none could be pulled again).
-func kubeletConfig(port, healthzPort int, podCIDR string) string {
+// a shared disk, image GC off (every image is imported; none could be pulled again), and the
+// pods' cgroups under the node's own cgroupRoot, so teardown removes only this node's.
+func kubeletConfig(port, healthzPort int, podCIDR, cgroupRoot string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
@@ -147,5 +148,6 @@ nodeStatusReportFrequency: 1s
 serializeImagePulls: false
 registerNode: true
 resolvConf: /etc/resolv.conf
-`, port, healthzPort, podCIDR)
+cgroupRoot: %s
+`, port, healthzPort, podCIDR, cgroupRoot)
 }

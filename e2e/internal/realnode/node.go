@@ -107,6 +107,9 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 	if err := n.network(); err != nil {
 		return nil, err
 	}
+	if err := n.makeCgroupRoot(); err != nil {
+		return nil, err
+	}
 	script := filepath.Join(o.Dir, "init.sh")
 	if err := os.WriteFile(script, []byte(initScript), 0o755); err != nil {
 		return nil, err
@@ -176,7 +179,7 @@ func (n *Node) prepare(containerdCfg string) error {
 	files := map[string]string{
 		"/etc/containerd/config.toml":              containerdCfg,
 		"/etc/cni/net.d/10-gpupolicy-e2e.conflist": cniConfig(o.Bridge, o.PodCIDR),
-		"/var/lib/kubelet/config.yaml":             kubeletConfig(ports[0], ports[1], o.PodCIDR),
+		"/var/lib/kubelet/config.yaml":             kubeletConfig(ports[0], ports[1], o.PodCIDR, n.cgroupRoot()),
 	}
 	if o.DriverVersion != "" {
 		files["/proc/driver/nvidia/version"] = fmt.Sprintf("NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Tue Sep 23 09:00:00 UTC 2025\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n", o.DriverVersion)
@@ -341,7 +344,7 @@ func removeHostsLines(name string) error {
 }
 
 // removeStale removes what a killed run of a node with the same name left behind: its
-// bridge, its DNAT rule, its /etc/hosts line, empty pod cgroups. Nothing else uses them.
+// bridge, its DNAT rule, its /etc/hosts line, its pod cgroups. Nothing else uses them.
 func (n *Node) removeStale() {
 	_ = exec.Command("ip", "link", "del", n.opts.Bridge).Run()
 	// The API server's port differs per run: find the rule by its comment.
@@ -356,14 +359,13 @@ func (n *Node) removeStale() {
 		}
 	}
 	_ = removeHostsLines(n.Name)
-	_ = removePodCgroups()
+	_ = n.removePodCgroups()
 }
 
 // Stop tears the node down and leaves nothing behind: every process of the namespace
-// (containerd, the kubelet, shims, containers) is killed, the pod cgroups the kubelet created
-// are removed, the bridge, the iptables rule, the /etc/hosts line, the sysctl and the mount
-// points go. Errors are
-// returned joined, after every step ran.
+// (containerd, the kubelet, shims, containers) is killed, the node's cgroupRoot with the pod
+// cgroups the kubelet created is removed, and the bridge, the iptables rule, the /etc/hosts
+// line, the sysctl and the mount points go. Errors are returned joined, after every step ran.
 func (n *Node) Stop() error {
 	var errs []error
 	if n.cmd != nil && n.cmd.Process != nil {
@@ -388,7 +390,7 @@ func (n *Node) Stop() error {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	errs = append(errs, removePodCgroups()...)
+	errs = append(errs, n.removePodCgroups()...)
 	for i := len(n.cleanup) - 1; i >= 0; i-- {
 		if err := n.cleanup[i](); err != nil {
 			errs = append(errs, err)
@@ -425,15 +427,50 @@ func (n *Node) nsProcesses() []int {
 	return out
 }
 
-// removePodCgroups removes the kubepods hierarchy the kubelet created under every cgroup v1
-// controller (and the unified hierarchy), deepest first, once its processes are gone.
-func removePodCgroups() []error {
-	var errs []error
-	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
-	if _, err := os.Stat("/sys/fs/cgroup/kubepods"); err == nil {
-		roots = append(roots, "/sys/fs/cgroup/kubepods")
+// cgroupRoot is the kubelet's cgroupRoot: the node's pods live under it in every hierarchy.
+func (n *Node) cgroupRoot() string { return "/gpupolicy-e2e-" + n.Name }
+
+// cgroupHierarchies are the mounted cgroup v1 hierarchies (and the unified one).
+func cgroupHierarchies() []string {
+	var out []string
+	ents, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, e := range ents {
+		if e.IsDir() { // cpu,cpuacct-style links point at a directory listed as well
+			out = append(out, filepath.Join("/sys/fs/cgroup", e.Name()))
+		}
 	}
-	for _, r := range roots {
+	return out
+}
+
+// makeCgroupRoot creates the cgroupRoot in every hierarchy (the kubelet requires it to exist);
+// a new cpuset gets its parent's CPUs and memory nodes, or no task could join it.
+func (n *Node) makeCgroupRoot() error {
+	for _, h := range cgroupHierarchies() {
+		d := filepath.Join(h, n.cgroupRoot())
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("create cgroup %s: %w", d, err)
+		}
+		if filepath.Base(h) == "cpuset" {
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				b, err := os.ReadFile(filepath.Join(h, f))
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(d, f), b, 0o644); err != nil {
+					return fmt.Errorf("%s/%s: %w", d, f, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// removePodCgroups removes the node's cgroupRoot with everything the kubelet created under
+// it, in every hierarchy, deepest first, once its processes are gone.
+func (n *Node) removePodCgroups() []error {
+	var errs []error
+	for _, h := range cgroupHierarchies() {
+		r := filepath.Join(h, n.cgroupRoot())
 		var dirs []string
 		_ = filepath.WalkDir(r, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {

@@ -91,6 +91,9 @@ func TestNodeLeavesNothingBehind(t *testing.T) {
 	if nat, _ := exec.Command("iptables", "-t", "nat", "-S").Output(); strings.Contains(string(nat), "gpupolicy-e2e harness-probe") {
 		t.Error("DNAT rule left")
 	}
+	if left, _ := filepath.Glob("/sys/fs/cgroup/*/gpupolicy-e2e-harness-probe"); len(left) > 0 {
+		t.Errorf("cgroups left: %v", left)
+	}
 	if hosts, _ := os.ReadFile("/etc/hosts"); strings.Contains(string(hosts), "harness-probe") {
 		t.Error("/etc/hosts line left")
 	}
