@@ -21,5 +21,7 @@ make -s build tools image || finish $?
 bin_dir=$(bash e2e/hack/build-binaries.sh | tail -n 1) || finish $?
 echo "e2e: control-plane binaries in $bin_dir"
 cd e2e || finish 1
-go test ./... -v -count=1 -timeout 40m "$@"
+# -p 1: each package (the main suite, e2e/realnode, e2e/image) starts its own control plane
+# or real node; run one at a time so they never compete for ports, the kubelet directory, CPU.
+go test -p 1 ./... -v -count=1 -timeout 40m "$@"
 finish $?

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real control-plane binaries the e2e suite runs (kube-apiserver,
-# kube-controller-manager, kube-scheduler, etcd, kwok) from the Go module proxy and caches them
+# kube-controller-manager, kube-scheduler, etcd, kwok) and the real node's kubelet from the Go
+# module proxy and caches them
 # outside the repo, keyed by version, so only the first run on a machine pays the cold build.
 # Prints the bin directory on its last line.
 set -euo pipefail
@@ -21,7 +22,7 @@ timed() {
 }
 
 build_k8s() {
-  local want=(kube-apiserver kube-controller-manager kube-scheduler) missing=0
+  local want=(kube-apiserver kube-controller-manager kube-scheduler kubelet) missing=0
   for b in "${want[@]}"; do [ -x "$BIN/$b" ] || missing=1; done
   [ $missing = 0 ] && return
   local work=$CACHE/src/k8s-$K8S_VERSION
@@ -89,5 +90,5 @@ build_kwok() {
 
 timed etcd build_etcd
 timed kwok build_kwok
-timed "kube-apiserver, kube-controller-manager, kube-scheduler" build_k8s
+timed "kube-apiserver, kube-controller-manager, kube-scheduler, kubelet" build_k8s
 echo "$BIN"

@@ -23,6 +23,7 @@ type Binaries struct {
 	KubeAPIServer         string
 	KubeControllerManager string
 	KubeScheduler         string
+	Kubelet               string // the real node's kubelet (e2e/realnode)
 	Kwok                  string
 	KwokStages            string // the stage tree shipped in kwok's module (kustomize/stage)
 }
@@ -45,7 +46,8 @@ func BinDir() (string, error) {
 }
 
 // EnsureBinaries returns the cached binaries, running buildScript (hack/build-binaries.sh)
-// first when any is missing. The cold build takes ~15 minutes on two cores; it prints progress
+// first when any is missing (a cache from before the kubelet was added builds only the kubelet,
+// ~80 s warm). The cold build takes ~15 minutes on two cores; it prints progress
 // to stderr so a long first run is visibly busy.
 func EnsureBinaries(buildScript string) (*Binaries, error) {
 	dir, err := BinDir()
@@ -63,7 +65,7 @@ func EnsureBinaries(buildScript string) (*Binaries, error) {
 		}
 	}
 	if m := b.missing(); m != "" {
-		return nil, fmt.Errorf("%s is missing; build it with e2e/hack/build-binaries.sh (or point E2E_BIN_DIR at a directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and kwok-stages/)", m)
+		return nil, fmt.Errorf("%s is missing; build it with e2e/hack/build-binaries.sh (or point E2E_BIN_DIR at a directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kwok and kwok-stages/)", m)
 	}
 	return b, nil
 }
@@ -75,13 +77,14 @@ func binariesIn(dir string) *Binaries {
 		KubeAPIServer:         filepath.Join(dir, "kube-apiserver"),
 		KubeControllerManager: filepath.Join(dir, "kube-controller-manager"),
 		KubeScheduler:         filepath.Join(dir, "kube-scheduler"),
+		Kubelet:               filepath.Join(dir, "kubelet"),
 		Kwok:                  filepath.Join(dir, "kwok"),
 		KwokStages:            filepath.Join(dir, "kwok-stages"),
 	}
 }
 
 func (b *Binaries) missing() string {
-	for _, p := range []string{b.Etcd, b.KubeAPIServer, b.KubeControllerManager, b.KubeScheduler, b.Kwok} {
+	for _, p := range []string{b.Etcd, b.KubeAPIServer, b.KubeControllerManager, b.KubeScheduler, b.Kubelet, b.Kwok} {
 		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
 			return p
 		}

@@ -41,11 +41,17 @@ func Stat(root, hostPath string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
-// MkdirAll creates the host directory hostDir, resolved inside root, with its parents.
+// MkdirAll creates the host directory hostDir, resolved inside root, with its parents. A
+// directory that already exists is left alone: it is often a writable mount under a
+// read-only host root (the toolkit DaemonSet's /host/var/lib/gpupolicy), whose parent must not
+// need to be writable.
 func MkdirAll(root, hostDir string) error {
 	p, err := Resolve(root, hostDir)
 	if err != nil {
 		return err
+	}
+	if fi, err := os.Stat(p.Local()); err == nil && fi.IsDir() {
+		return nil
 	}
 	if err := writable(p); err != nil {
 		return err

@@ -372,3 +372,38 @@ func creatable(root, local string) bool {
 	}
 	return false
 }
+
+// MkdirAll leaves an existing directory alone even when its parent is read-only: the toolkit
+// DaemonSet mounts the host's / read-only at /host and /var/lib/gpupolicy writable over it, and
+// the CDI step's MkdirAll of that directory must not need /var/lib to be writable (found by the
+// real-node e2e suite). A missing directory under the read-only parent is still refused.
+func TestMkdirAllExistingUnderReadOnlyParent(t *testing.T) {
+	if os.Getenv("GPUPOLICY_HOSTFS_NS") != "1" {
+		reexecInMountNamespace(t)
+		return
+	}
+	root := t.TempDir()
+	state := filepath.Join(root, "var/lib/gpupolicy")
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The container's view: / read-only, the state directory a writable mount of its own.
+	for _, m := range []struct {
+		dir   string
+		flags uintptr
+	}{{root, unix.MS_RDONLY}, {state, 0}} {
+		if err := unix.Mount(m.dir, m.dir, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(m.dir, unix.MNT_DETACH) })
+		if err := unix.Mount("", m.dir, "", unix.MS_REMOUNT|unix.MS_BIND|m.flags, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := MkdirAll(root, "/var/lib/gpupolicy"); err != nil {
+		t.Fatalf("existing writable mount under a read-only parent: %v", err)
+	}
+	if err := MkdirAll(root, "/var/lib/other"); err == nil || !strings.Contains(err.Error(), "read-only file system") {
+		t.Fatalf("a new directory under the read-only parent: %v", err)
+	}
+}
