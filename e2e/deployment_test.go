@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/fakenode"
 	"github.com/gpupolicy/gpupolicy/e2e/internal/stack"
@@ -87,7 +86,7 @@ func deploy() (*deployment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := installMonitoringCRDs(ctx, env.cfg); err != nil {
+	if err := stack.InstallMonitoringCRDs(ctx, env.cfg, filepath.Join(env.repoRoot, "e2e", "testdata", "crds")); err != nil {
 		return nil, err
 	}
 	d := &deployment{objects: objs, stageDaemonSets: map[string][]*appsv1.DaemonSet{}}
@@ -145,35 +144,6 @@ func deploy() (*deployment, error) {
 		return nil, err
 	}
 	return d, nil
-}
-
-// installMonitoringCRDs installs the Prometheus operator's ServiceMonitor and PrometheusRule
-// CRDs (testdata/crds), as a cluster's monitoring stack would before the GPU stack, so the
-// rendered monitoring objects are applied against their real schemas rather than skipped.
-func installMonitoringCRDs(ctx context.Context, cfg *rest.Config) error {
-	var crds []*unstructured.Unstructured
-	files, err := filepath.Glob(filepath.Join(env.repoRoot, "e2e", "testdata", "crds", "*.yaml"))
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		r, err := os.Open(f)
-		if err != nil {
-			return err
-		}
-		objs, err := utils.ReadObjects(r)
-		r.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		crds = append(crds, objs...)
-	}
-	a, err := stack.NewApplier(cfg, "monitoring-stack")
-	if err != nil {
-		return err
-	}
-	_, err = a.Apply(ctx, "monitoring CRDs", crds)
-	return err
 }
 
 // gateLabel is the nvidia.com/gpu.deploy.* label a stage DaemonSet requires, from its

@@ -36,7 +36,7 @@ func TestFluxLayoutStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	if err := installMonitoringCRDs(ctx, c.RESTConfig()); err != nil {
+	if err := stack.InstallMonitoringCRDs(ctx, c.RESTConfig(), filepath.Join(env.repoRoot, "e2e", "testdata", "crds")); err != nil {
 		t.Fatal(err)
 	}
 	a, err := stack.NewApplier(c.RESTConfig(), "kustomize-controller")

@@ -15,9 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxcd/pkg/ssa/utils"
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -87,7 +85,7 @@ func runMain(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, "e2e/realnode:", err)
 		return 1
 	}
-	if err := installMonitoringCRDs(context.Background()); err != nil {
+	if err := stack.InstallMonitoringCRDs(context.Background(), env.cfg, filepath.Join(env.repoRoot, "e2e", "testdata", "crds")); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e/realnode: monitoring CRDs:", err)
 		return 1
 	}
@@ -105,33 +103,4 @@ func containerd21Dir(root string) (string, error) {
 	}
 	l := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return l[len(l)-1], nil
-}
-
-// installMonitoringCRDs installs the Prometheus operator's ServiceMonitor and PrometheusRule
-// CRDs (the main suite's e2e/testdata/crds), as a cluster's monitoring stack would before the
-// GPU stack, so the rendered monitoring objects are applied against their real schemas.
-func installMonitoringCRDs(ctx context.Context) error {
-	files, err := filepath.Glob(filepath.Join(env.repoRoot, "e2e", "testdata", "crds", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs under e2e/testdata/crds (%v)", err)
-	}
-	var crds []*unstructured.Unstructured
-	for _, f := range files {
-		r, err := os.Open(f)
-		if err != nil {
-			return err
-		}
-		objs, err := utils.ReadObjects(r)
-		r.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		crds = append(crds, objs...)
-	}
-	a, err := stack.NewApplier(env.cfg, "monitoring-stack")
-	if err != nil {
-		return err
-	}
-	_, err = a.Apply(ctx, "monitoring CRDs", crds)
-	return err
 }

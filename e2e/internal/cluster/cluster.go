@@ -63,7 +63,7 @@ func Start(ctx context.Context, bins *Binaries, dir string) (_ *Cluster, err err
 	if err := os.WriteFile(tokens, []byte(fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", c.token, AdminUser, AdminUser)), 0o600); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(6)
+	ports, err := FreePorts(6)
 	if err != nil {
 		return nil, err
 	}

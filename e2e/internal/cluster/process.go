@@ -74,9 +74,9 @@ func (p *process) stop(grace time.Duration) {
 	p.log.Close()
 }
 
-// freePorts reserves n distinct loopback ports by listening on :0 and closing again. Another
+// FreePorts reserves n distinct loopback ports by listening on :0 and closing again. Another
 // process could take one in between; the window is small and a start-up failure names the port.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/e2e/internal/cluster"
 )
 
 // Options describe the node.
@@ -172,7 +174,7 @@ func (n *Node) prepare(containerdCfg string) error {
 			return err
 		}
 	}
-	ports, err := freePorts(2)
+	ports, err := cluster.FreePorts(2)
 	if err != nil {
 		return err
 	}
@@ -684,26 +686,6 @@ func (n *Node) waitFile(ctx context.Context, name string, timeout time.Duration)
 			return fmt.Errorf("%s not there after %s", name, timeout)
 		}
 	}
-}
-
-// freePorts reserves n distinct loopback ports by listening on :0 and closing again.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // PIDOf is the PID, in the node's namespace (as the start log and the toolkit stage see it),
