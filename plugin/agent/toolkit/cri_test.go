@@ -33,6 +33,8 @@ func testCRIVerify(t *testing.T, bin, version, node, dropIn string) {
 	}
 	ctx := context.Background()
 	copyFile(t, testdata(t, node), DefaultConfigPath)
+	installRuntime(t, renderedRuntime)
+	installRuntime(t, "/opt/nvidia/runtime-v2")
 	d := startDaemon(t, bin)
 	original := testdata(t, dropIn)
 	in := &Installer{HostRoot: "/", DropInSource: original, ContainerdVersion: version, ContainerdBinary: bin,
@@ -71,6 +73,20 @@ func testCRIVerify(t *testing.T, bin, version, node, dropIn string) {
 		t.Fatalf("gate closed after a verified install: %s", reason)
 	}
 	assertNodeSettingsCRI(t, version, renderedRuntime)
+
+	// The handler's binary gone from the node (a toolkit uninstalled by hand): containerd
+	// still lists the handler, but pods of the RuntimeClass could not start, so not verified.
+	if err := os.Remove(renderedRuntime); err != nil {
+		t.Fatal(err)
+	}
+	res = install("binary missing")
+	if res.Verified || !contains(res.Reason, "BinaryName "+renderedRuntime+" is not on the node") {
+		t.Fatalf("binary missing: %+v", res)
+	}
+	installRuntime(t, renderedRuntime)
+	if res = install("binary back"); !res.Verified {
+		t.Fatalf("binary back: %+v", res)
+	}
 
 	// A policy change with restart-mode signal: the daemon is SIGTERMed, its supervisor starts
 	// it again, and the new process runs the new BinaryName, the handler as the default runtime
@@ -285,6 +301,18 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// installRuntime puts an executable at path (under the namespace's temp mounts), as the
+// toolkit-copy init container installs nvidia-container-runtime.
+func installRuntime(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("#!/bin/sh\nexec runc \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
@@ -310,6 +312,10 @@ func (in *Installer) install(ctx context.Context, failure **Status) (Result, err
 		criReason = fmt.Sprintf("containerd is running a configuration older than %s (restart-mode %s): %s: restart containerd", dropIn, in.RestartMode, stale)
 	case !view.RuntimeReady:
 		criReason = fmt.Sprintf("containerd %s at %s has the handler but its CRI condition RuntimeReady is false: %s", view.Version, socket, view.ReadyReason)
+	case missingBinary(in.HostRoot, r.table) != "":
+		// containerd loads a handler whose binary is missing without complaint; every pod
+		// of that RuntimeClass would then fail in ContainerCreating.
+		criReason = missingBinary(in.HostRoot, r.table)
 	case cdiErr == nil:
 		st.Verified, st.Handlers = true, runtimesIn(r.table)
 		st.VerifiedBy = fmt.Sprintf("CRI RuntimeService.Status (%s) of containerd %s at %s", evidence(view), view.Version, socket)
@@ -362,4 +368,21 @@ func (in *Installer) Uninstall(ctx context.Context) (bool, error) {
 		}
 	}
 	return removed, nil
+}
+
+// missingBinary names the first handler of the drop-in whose BinaryName is not an executable
+// file on the host, or "" when each is.
+func missingBinary(hostRoot string, t table) string {
+	bins := runtimeBinaries(t)
+	for _, h := range slices.Sorted(maps.Keys(bins)) {
+		bin := bins[h]
+		st, err := hostfs.Stat(hostRoot, bin)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("containerd loaded handler %q, but its BinaryName %s is not on the node (%v): the toolkit stage's toolkit-copy init container installs it (toolkit.source: container), or install the NVIDIA Container Toolkit package (toolkit.source: preinstalled); pods with this RuntimeClass would fail to start", h, bin, err)
+		case !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0:
+			return fmt.Sprintf("containerd loaded handler %q, but its BinaryName %s is not an executable file (mode %s): reinstall the NVIDIA Container Toolkit on the node", h, bin, st.Mode())
+		}
+	}
+	return ""
 }

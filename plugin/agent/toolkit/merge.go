@@ -284,3 +284,19 @@ func runtimesIn(t table) []string {
 	sort.Strings(out)
 	return out
 }
+
+// runtimeBinaries maps each runtime handler of t that names its binary (options.BinaryName)
+// to that path.
+func runtimeBinaries(t table) map[string]string {
+	out := map[string]string{}
+	for _, pt := range subTable(t, "plugins") {
+		p, _ := pt.(table)
+		for name, rt := range subTable(subTable(p, "containerd"), "runtimes") {
+			r, _ := rt.(table)
+			if bin, ok := subTable(r, "options")["BinaryName"].(string); ok && bin != "" {
+				out[name] = bin
+			}
+		}
+	}
+	return out
+}

@@ -33,16 +33,18 @@ func runInNamespaces(t *testing.T, unshareFlags ...string) bool {
 	if _, err := exec.LookPath("containerd"); err != nil {
 		t.Skip("containerd is not installed (apt-get install -y containerd): skipping the real-containerd test")
 	}
-	etc, lib, run := t.TempDir(), t.TempDir(), t.TempDir()
-	for _, d := range []string{"/etc/containerd", filepath.Dir(config.ToolkitStatusFile), filepath.Dir(DefaultContainerdSocket)} {
+	// Each host directory the child writes gets a temp dir of its own over it: the node's
+	// containerd config, the agent's state, containerd's socket, the runtimes' install dirs.
+	mounts := []string{"/etc/containerd", filepath.Dir(config.ToolkitStatusFile), filepath.Dir(DefaultContainerdSocket), filepath.Dir(renderedRuntime), "/opt/nvidia"}
+	script := `set -e; while [ "$1" != -- ]; do mount --bind "$1" "$2"; shift 2; done; shift; exec "$@"`
+	args := append(append([]string{"-m", "--propagation", "private"}, unshareFlags...), "sh", "-c", script, "sh")
+	for _, d := range mounts {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatalf("mount point %s: %v", d, err)
 		}
+		args = append(args, t.TempDir(), d)
 	}
-	script := `set -e; mount --bind "$1" /etc/containerd; mount --bind "$2" "$3"; mount --bind "$4" "$5"; shift 5; exec "$@"`
-	args := append(append([]string{"-m", "--propagation", "private"}, unshareFlags...), "sh", "-c", script, "sh")
-	cmd := exec.Command("unshare", append(args,
-		etc, lib, filepath.Dir(config.ToolkitStatusFile), run, filepath.Dir(DefaultContainerdSocket),
+	cmd := exec.Command("unshare", append(args, "--",
 		os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1")...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	out, err := cmd.CombinedOutput()

@@ -15,6 +15,7 @@ func TestWatchSeesManualRestart(t *testing.T) {
 		return
 	}
 	copyFile(t, testdata(t, "node-v2.toml"), DefaultConfigPath)
+	installRuntime(t, renderedRuntime)
 	d := startDaemon(t, "/usr/bin/containerd")
 	in := &Installer{HostRoot: "/", DropInSource: testdata(t, "dropin-v2.toml"), ContainerdVersion: "1.6",
 		ContainerdBinary: "/usr/bin/containerd", RestartMode: RestartNone, ProcDir: "/proc", RestartTimeout: 20 * time.Second}
