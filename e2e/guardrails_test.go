@@ -88,6 +88,19 @@ func TestGuardrailsConfineTheAgent(t *testing.T) {
 			switch {
 			case c.allowed && err != nil:
 				t.Fatalf("patch %s denied: %v", c.patch, err)
+			case c.allowed && c.status:
+				// Allowed means written: the condition is there unless the patch deleted it.
+				n, err := env.cs.CoreV1().Nodes().Get(context.Background(), c.node, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				has := false
+				for _, cond := range n.Status.Conditions {
+					has = has || cond.Type == config.ConditionGPUStackReady
+				}
+				if want := !strings.Contains(c.patch, "$patch"); has != want {
+					t.Fatalf("patch %s allowed, but %s present=%v", c.patch, config.ConditionGPUStackReady, has)
+				}
 			case !c.allowed && err == nil:
 				t.Fatalf("patch %s allowed; labels before %v, after %v", c.patch, before, nodeLabels(t, c.node))
 			case !c.allowed:
