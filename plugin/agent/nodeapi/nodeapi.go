@@ -136,6 +136,10 @@ func SetCondition(ctx context.Context, client kubernetes.Interface, name string,
 		return nil, err
 	}
 	out, err := client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	if apierrors.IsForbidden(err) {
+		// An agent image newer than its rendered RBAC or guardrails.
+		return nil, fmt.Errorf("patch node %s status condition %s: %w (the agent's ClusterRole needs patch on nodes/status and the guardrails must allow it: re-render with gpupolicy-fn and apply the 00-prereqs stage)", name, cond.Type, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("patch node %s status condition %s: %w", name, cond.Type, err)
 	}
