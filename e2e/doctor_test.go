@@ -49,11 +49,13 @@ func TestDoctorDiagnosesGPUPod(t *testing.T) {
 		return n.Labels[config.LabelDriverVersion] == cfg.Driver.Version && !hasLabel(n, config.LabelToolkitReady) &&
 			stageVerdict(n, config.StageToolkit) == "false"
 	})
+	waitStackCondition(t, h.Node, corev1.ConditionFalse, config.ReasonToolkitNotLoaded)
 	r, code := runDoctor(t, d, h.Node, ref)
 	if code != doctor.ExitProblems {
 		t.Errorf("toolkit gate closed: doctor exit code %d, want %d", code, doctor.ExitProblems)
 	}
 	n, p := only(t, r)
+	wantStackCondition(t, n, "False", config.ReasonToolkitNotLoaded)
 	wantGate(t, n, "toolkit-ready", doctor.GateStateClosed, "container-toolkit: ")
 	wantFirstError(t, n, "gate", config.LabelToolkitReady)
 	wantPod(t, p, doctor.PodGateGPUResource, "on "+h.Node+": ", "gpu-container-toolkit", config.ToolkitStatusFile)
@@ -71,7 +73,9 @@ func TestDoctorDiagnosesGPUPod(t *testing.T) {
 		return n.Labels[config.LabelDriverVersion] == drifted && n.Labels[config.LabelDriverDrift] == "true" &&
 			!hasLabel(n, config.LabelDeployToolkit) && stageVerdict(n, config.StageDriver) == "false"
 	})
+	waitStackCondition(t, h.Node, corev1.ConditionFalse, config.ReasonDriverDrift)
 	n, p = diagnose(t, d, h.Node, ref)
+	wantStackCondition(t, n, "False", config.ReasonDriverDrift)
 	if !n.Driver.Drift || n.Driver.Version != drifted || n.Driver.Expected != cfg.Driver.Version {
 		t.Errorf("drifted driver: driver state %+v, want drift from %s to %s", n.Driver, cfg.Driver.Version, drifted)
 	}
@@ -95,11 +99,13 @@ func TestDoctorDiagnosesGPUPod(t *testing.T) {
 	if p := stagePods(t, d, config.LabelDeployDevicePlugin, h.Node); len(p) > 0 {
 		t.Fatalf("device-plugin pods on an opted-out node: %v", p)
 	}
+	waitStackCondition(t, h.Node, corev1.ConditionFalse, config.ReasonOptedOut)
 	r, code = runDoctor(t, d, h.Node, ref)
 	if code != doctor.ExitProblems {
 		t.Errorf("no device plugin: doctor exit code %d, want %d", code, doctor.ExitProblems)
 	}
 	n, p = only(t, r)
+	wantStackCondition(t, n, "False", config.ReasonOptedOut)
 	wantGate(t, n, "toolkit-ready", doctor.GateStateOpen, "")
 	wantGate(t, n, config.StageDevicePlugin, doctor.GateStateOptedOut, "")
 	if f, ok := firstError(n.Findings); ok {
@@ -124,11 +130,13 @@ func TestDoctorDiagnosesGPUPod(t *testing.T) {
 		p := getPod(t, pod)
 		return p.Spec.NodeName == h.Node && p.Status.Phase == corev1.PodRunning, podState(p)
 	})
+	waitStackCondition(t, h.Node, corev1.ConditionTrue, config.ReasonStackReady)
 	r, code = runDoctor(t, d, h.Node, ref)
 	if code != doctor.ExitOK {
 		t.Errorf("healthy: doctor exit code %d, want %d; report %+v", code, doctor.ExitOK, r)
 	}
 	n, p = only(t, r)
+	wantStackCondition(t, n, "True", config.ReasonStackReady)
 	if n.Verdict != "ready" || len(n.Findings) > 0 {
 		t.Errorf("healthy: node verdict %q, findings %+v; want ready and none", n.Verdict, n.Findings)
 	}
@@ -367,5 +375,13 @@ func patchNode(t *testing.T, node string, body map[string]any, subresource strin
 	}
 	if _, err := env.cs.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}, sub...); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// wantStackCondition checks the GPUStackReady condition doctor read from the node.
+func wantStackCondition(t *testing.T, n doctor.NodeReport, status, reason string) {
+	t.Helper()
+	if c := n.StackCondition; c == nil || c.Status != status || c.Reason != reason {
+		t.Errorf("doctor: %s condition %+v, want %s %s", config.ConditionGPUStackReady, c, status, reason)
 	}
 }

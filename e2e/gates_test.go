@@ -68,6 +68,10 @@ func TestGatesOpenStageByStage(t *testing.T) {
 	}
 	waitPods(t, d, config.LabelDeployDevicePlugin, a.Node)
 	checkDevicePluginOwner(t, d, a.Node, pool.NodeSelector)
+	// The agent wrote its condition through nodes/status, past the guardrails: `kubectl
+	// describe node` tells a's complete stack from b's missing driver.
+	waitStackCondition(t, a.Node, corev1.ConditionTrue, config.ReasonStackReady)
+	waitStackCondition(t, b.Node, corev1.ConditionFalse, config.ReasonDriverNotLoaded)
 
 	// A workload with the nvidia runtime class pinned to b waits: b has no handler yet.
 	wl := createRuntimeClassWorkload(t, cfg.Toolkit.RuntimeClassName, b.Node, "")
@@ -112,6 +116,7 @@ func TestGatesOpenStageByStage(t *testing.T) {
 		_, deploy := labels[config.LabelDeployDevicePlugin]
 		return len(p) == 0 && !ready && !deploy, fmt.Sprint(p, " ", nvidiaLabels(t, a.Node))
 	})
+	waitStackCondition(t, a.Node, corev1.ConditionFalse, config.ReasonToolkitNotLoaded)
 	for _, g := range []string{config.LabelDeployDriver, config.LabelDeployToolkit} {
 		if p := stagePods(t, d, g, a.Node); !running(p) {
 			t.Errorf("%s: stage %s pods %v, want them to stay running", a.Node, g, p)
@@ -129,6 +134,31 @@ func TestGatesOpenStageByStage(t *testing.T) {
 		}
 		q := n.Status.Allocatable[res]
 		return q.IsZero(), fmt.Sprintf("allocatable %s=%s", res, q.String())
+	})
+}
+
+// waitStackCondition waits for the node's GPUStackReady condition to have status and reason,
+// and checks that the kubelet's Ready condition survived the agent's status patches.
+func waitStackCondition(t *testing.T, node string, status corev1.ConditionStatus, reason string) {
+	t.Helper()
+	eventually(t, stageTimeout, fmt.Sprintf("%s: %s=%s (%s)", node, config.ConditionGPUStackReady, status, reason), func() (bool, string) {
+		n, err := env.cs.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var stack, ready *corev1.NodeCondition
+		for i, c := range n.Status.Conditions {
+			switch c.Type {
+			case config.ConditionGPUStackReady:
+				stack = &n.Status.Conditions[i]
+			case corev1.NodeReady:
+				ready = &n.Status.Conditions[i]
+			}
+		}
+		if ready == nil || ready.Status != corev1.ConditionTrue {
+			return false, fmt.Sprintf("kubelet Ready condition %+v", ready)
+		}
+		return stack != nil && stack.Status == status && stack.Reason == reason, fmt.Sprintf("%+v", stack)
 	})
 }
 

@@ -17,7 +17,8 @@ import (
 
 // TestGuardrailsConfineTheAgent plays the node agent's identity (its ServiceAccount plus the
 // node-name claim a token bound to a pod on that node carries) and checks what the rendered
-// ValidatingAdmissionPolicies let it change: its own node's nvidia.com/ labels and nothing else.
+// ValidatingAdmissionPolicies let it change: its own node's nvidia.com/ labels and, through
+// nodes/status, its own node's GPUStackReady condition, and nothing else.
 func TestGuardrailsConfineTheAgent(t *testing.T) {
 	d := deployed(t)
 	// No host is added for these nodes, so no agent of the fleet writes to them meanwhile.
@@ -29,42 +30,77 @@ func TestGuardrailsConfineTheAgent(t *testing.T) {
 	noClaim.Impersonate.Extra = nil
 	agentWithoutClaim := clientFor(t, noClaim)
 
+	stackCondition := func(status string) string {
+		return `{"status":{"conditions":[{"type":"` + config.ConditionGPUStackReady + `","status":"` + status + `","reason":"StackReady","message":"e2e"}]}}`
+	}
 	cases := []struct {
 		name    string
 		client  kubernetes.Interface
 		node    string
 		patch   string
 		allowed bool
+		status  bool // a strategic merge patch of nodes/status, as the agent writes its condition
 	}{
 		{"own node, nvidia.com/ gate label", agent, "guard-own",
-			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":"true"}}}`, true},
+			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":"true"}}}`, true, false},
 		{"own node, nvidia.com/ label removed", agent, "guard-own",
-			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":null}}}`, true},
+			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":null}}}`, true, false},
 		{"own node, gate-status annotation", agent, "guard-own",
-			`{"metadata":{"annotations":{"` + config.AnnotationGateStatus + `":"{}"}}}`, true},
+			`{"metadata":{"annotations":{"` + config.AnnotationGateStatus + `":"{}"}}}`, true, false},
 		{"another node, nvidia.com/ label", agent, "guard-other",
-			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":"true"}}}`, false},
+			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":"true"}}}`, false, false},
 		{"own node, label outside nvidia.com/", agent, "guard-own",
-			`{"metadata":{"labels":{"pool":"stolen"}}}`, false},
+			`{"metadata":{"labels":{"pool":"stolen"}}}`, false, false},
 		{"own node, existing non-nvidia label removed", agent, "guard-own",
-			`{"metadata":{"labels":{"kubernetes.io/os":null}}}`, false},
+			`{"metadata":{"labels":{"kubernetes.io/os":null}}}`, false, false},
 		{"own node, taint", agent, "guard-own",
-			`{"spec":{"taints":[{"key":"nvidia.com/gpu","value":"broken","effect":"NoSchedule"}]}}`, false},
+			`{"spec":{"taints":[{"key":"nvidia.com/gpu","value":"broken","effect":"NoSchedule"}]}}`, false, false},
 		{"own node, cordon (spec.unschedulable)", agent, "guard-own",
-			`{"spec":{"unschedulable":true}}`, false},
+			`{"spec":{"unschedulable":true}}`, false, false},
 		{"own node without the node-name claim", agentWithoutClaim, "guard-own",
-			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":"true"}}}`, false},
+			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":"true"}}}`, false, false},
+		{"own node status, GPUStackReady added", agent, "guard-own", stackCondition("False"), true, true},
+		{"own node status, GPUStackReady changed", agent, "guard-own", stackCondition("True"), true, true},
+		{"own node status, GPUStackReady removed", agent, "guard-own",
+			`{"status":{"conditions":[{"type":"` + config.ConditionGPUStackReady + `","$patch":"delete"}]}}`, true, true},
+		{"another node status, GPUStackReady", agent, "guard-other", stackCondition("True"), false, true},
+		{"own node status, the kubelet's Ready condition", agent, "guard-own",
+			`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Stolen","message":"e2e"}]}}`, false, true},
+		{"own node status, GPUStackReady and the Ready condition at once", agent, "guard-own",
+			`{"status":{"conditions":[{"type":"` + config.ConditionGPUStackReady + `","status":"True"},{"type":"Ready","status":"False","reason":"Stolen"}]}}`, false, true},
+		{"own node status, capacity", agent, "guard-own",
+			`{"status":{"capacity":{"nvidia.com/gpu":"64"}}}`, false, true},
+		{"own node status, addresses", agent, "guard-own",
+			`{"status":{"addresses":[{"type":"InternalIP","address":"10.99.99.99"}]}}`, false, true},
+		{"own node status without the node-name claim", agentWithoutClaim, "guard-own", stackCondition("True"), false, true},
 		// The policies confine the agent only: a person (admin) still manages nodes.
 		{"admin, label outside nvidia.com/", env.cs, "guard-own",
-			`{"metadata":{"labels":{"team":"ml"}}}`, true},
+			`{"metadata":{"labels":{"team":"ml"}}}`, true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := nodeLabels(t, c.node)
-			_, err := c.client.CoreV1().Nodes().Patch(context.Background(), c.node, types.MergePatchType, []byte(c.patch), metav1.PatchOptions{})
+			pt, sub := types.MergePatchType, []string(nil)
+			if c.status {
+				pt, sub = types.StrategicMergePatchType, []string{"status"}
+			}
+			_, err := c.client.CoreV1().Nodes().Patch(context.Background(), c.node, pt, []byte(c.patch), metav1.PatchOptions{}, sub...)
 			switch {
 			case c.allowed && err != nil:
 				t.Fatalf("patch %s denied: %v", c.patch, err)
+			case c.allowed && c.status:
+				// Allowed means written: the condition is there unless the patch deleted it.
+				n, err := env.cs.CoreV1().Nodes().Get(context.Background(), c.node, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				has := false
+				for _, cond := range n.Status.Conditions {
+					has = has || cond.Type == config.ConditionGPUStackReady
+				}
+				if want := !strings.Contains(c.patch, "$patch"); has != want {
+					t.Fatalf("patch %s allowed, but %s present=%v", c.patch, config.ConditionGPUStackReady, has)
+				}
 			case !c.allowed && err == nil:
 				t.Fatalf("patch %s allowed; labels before %v, after %v", c.patch, before, nodeLabels(t, c.node))
 			case !c.allowed:

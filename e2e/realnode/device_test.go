@@ -238,6 +238,27 @@ func (s *nodeState) restartKubelet10(wl *corev1.Pod, uuid string) time.Duration 
 	return worst
 }
 
+// waitStackCondition waits for the agent's GPUStackReady condition (written with its real
+// token through the guardrails) to have status and reason next to the real kubelet's own
+// conditions, which must be unharmed: Ready stays True.
+func (s *nodeState) waitStackCondition(status corev1.ConditionStatus, reason string) {
+	s.t.Helper()
+	eventually(s.t, 60*time.Second, fmt.Sprintf("%s=%s (%s) on %s", config.ConditionGPUStackReady, status, reason, s.n.Name), s.diag, func() (bool, string) {
+		node, err := getNode(s.n.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		var got []string
+		ok, kubeletReady := false, false
+		for _, c := range node.Status.Conditions {
+			got = append(got, fmt.Sprintf("%s=%s (%s)", c.Type, c.Status, c.Reason))
+			ok = ok || (c.Type == config.ConditionGPUStackReady && c.Status == status && c.Reason == reason)
+			kubeletReady = kubeletReady || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+		}
+		return ok && kubeletReady, strings.Join(got, ", ")
+	})
+}
+
 // restartContainerd stops containerd with SIGTERM (the supervisor starts it again, as
 // systemd would): every stage pod is Ready again, the gates stay open, the device plugin
 // stays registered and the workload keeps running.
@@ -265,6 +286,7 @@ func (s *nodeState) restartContainerd(wl *corev1.Pod) {
 		}
 	}
 	s.waitAllocatable(mockGPUs * replicas)
+	s.waitStackCondition(corev1.ConditionTrue, config.ReasonStackReady)
 	p, err := env.cs.CoreV1().Pods(workloadNS).Get(context.Background(), workloadName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -339,6 +361,7 @@ func (s *nodeState) brokenDropIn() {
 		}
 		return false, fmt.Sprintf("StageNotReady events: %q", seen)
 	})
+	s.waitStackCondition(corev1.ConditionFalse, config.ReasonToolkitInstallFailed)
 	// The status file may still vouch for the old drop-in (containerd does run it), never for
 	// the broken one.
 	if st, err := toolkit.ReadStatus(s.n.HostPath("/")); err == nil && st.Verified && st.DropInSHA256 == broken.agent.Toolkit.DropInSHA256 {

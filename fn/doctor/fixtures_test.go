@@ -89,6 +89,7 @@ func notReady(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.Condition
 func toolkitBroken(n *corev1.Node) {
 	withoutLabels(config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter)(n)
 	n.Annotations[config.AnnotationGateStatus] = `{"driver":{"ready":true,"reason":"driver 580.95.05 loaded"},"container-toolkit":{"ready":false,"reason":"no toolkit status in /var/lib/gpupolicy/toolkit-status.json: containerd has not loaded the nvidia handler"}}`
+	withStackCondition("False", config.ReasonToolkitNotLoaded, "stage container-toolkit: no toolkit status in /var/lib/gpupolicy/toolkit-status.json")(n)
 	withGPUs(8, 0)(n)
 }
 
@@ -100,7 +101,16 @@ func driverDrifted(n *corev1.Node) {
 	n.Labels[config.LabelDriverDrift] = "true"
 	n.Annotations[config.AnnotationDriverDrift] = "expected 580.95.05 (enforce branch), found 570.86.15"
 	n.Annotations[config.AnnotationGateStatus] = `{"driver":{"ready":false,"reason":"driver 570.86.15 does not satisfy 580.95.05 (enforce branch)"}}`
+	withStackCondition("False", config.ReasonDriverDrift, "stage driver: drift: driver 570.86.15, policy expects 580.95.05 (enforce branch)")(n)
 	withGPUs(0, 0)(n)
+}
+
+// withStackCondition adds the agent's GPUStackReady condition as it writes it.
+func withStackCondition(status, reason, message string) nodeOpt {
+	return func(n *corev1.Node) {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: config.ConditionGPUStackReady,
+			Status: corev1.ConditionStatus(status), Reason: reason, Message: message})
+	}
 }
 
 func runtimeClass(name string, selector map[string]string) *nodev1.RuntimeClass {

@@ -49,8 +49,11 @@ func (s *snapshot) diagnoseNodes() error {
 func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
 	r := NodeReport{Name: n.Name, Unschedulable: n.Spec.Unschedulable}
 	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
+		switch c.Type {
+		case corev1.NodeReady:
 			r.KubeletReady = c.Status == corev1.ConditionTrue
+		case config.ConditionGPUStackReady:
+			r.StackCondition = &StackCondition{Status: string(c.Status), Reason: c.Reason, Message: c.Message}
 		}
 	}
 	verdicts, verdictErr := parseGateStatus(n.Annotations[config.AnnotationGateStatus])

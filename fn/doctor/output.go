@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // writeJSON prints the report as indented JSON; field order is the struct's, lists are sorted.
@@ -39,6 +41,9 @@ func writeTable(w io.Writer, r *Report) error {
 		for _, n := range r.Nodes {
 			if len(n.Findings) > 0 {
 				p.linef("\n%s", n.Name)
+				if c := n.StackCondition; c != nil {
+					p.linef("  condition %s=%s (%s)", config.ConditionGPUStackReady, c.Status, c.Reason)
+				}
 				p.findings(n.Findings)
 			}
 		}

@@ -70,9 +70,19 @@ type NodeReport struct {
 	Driver        DriverState     `json:"driver"`
 	GPUs          GPUState        `json:"gpus"`
 	RuntimeClass  RuntimeClassFit `json:"runtimeClass"`
+	// StackCondition is the agent's GPUStackReady Node condition, when the node has one.
+	StackCondition *StackCondition `json:"stackCondition,omitempty"`
 	// Verdict is "ready" or the message of the first error finding.
 	Verdict  string    `json:"verdict"`
 	Findings []Finding `json:"findings,omitempty"`
+}
+
+// StackCondition is the GPUStackReady condition as the agent last wrote it: what
+// `kubectl describe node` shows.
+type StackCondition struct {
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
 }
 
 // Gate states.

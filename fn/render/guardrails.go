@@ -6,6 +6,8 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 
+	"github.com/gpupolicy/gpupolicy/fn/validate/matrix"
+
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -15,8 +17,14 @@ const nodeNameClaim = "authentication.kubernetes.io/node-name"
 
 // renderGuardrails confines the service accounts that may patch nodes (RBAC cannot say "only
 // this label prefix" or "only your own node"): every node request they make must be an
-// update of the node their pod runs on that changes no spec (taints, unschedulable, podCIDR)
-// and no label or annotation outside nvidia.com/.
+// update of the node their pod runs on that changes no spec (taints, unschedulable, podCIDR),
+// no label or annotation outside nvidia.com/, and of the status nothing but the node agent's
+// own condition (config.ConditionGPUStackReady).
+//
+// The rules hold for both the node and its nodes/status subresource: the API server runs
+// admission on the whole object after the subresource's strategy reset what that request may
+// not change (a node update keeps the old status, a status update keeps the old spec), so
+// object and oldObject are whole Nodes either way.
 func renderGuardrails(c *plan) (Objects, error) {
 	if !c.guardrails() {
 		return nil, nil
@@ -28,6 +36,11 @@ func renderGuardrails(c *plan) (Objects, error) {
 	}
 	claim := fmt.Sprintf("request.userInfo.extra[%s]", celString(nodeNameClaim))
 	prefix := celString(config.ManagedPrefix)
+	agent := celString(c.serviceAccountUser(NameNodeAgent))
+	statusFields, err := c.nodeStatusFields()
+	if err != nil {
+		return nil, err
+	}
 	policy := &admissionv1.ValidatingAdmissionPolicy{
 		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
 		ObjectMeta: c.meta(NameGuardrails, false),
@@ -50,8 +63,8 @@ func renderGuardrails(c *plan) (Objects, error) {
 			}},
 			Validations: []admissionv1.Validation{
 				{
-					Expression: "request.operation == 'UPDATE' && (!has(request.subResource) || request.subResource == '')",
-					Message:    "the GPU node agents may only update nodes (not create, delete or change their status)",
+					Expression: "request.operation == 'UPDATE' && (!has(request.subResource) || request.subResource == '' || (request.subResource == 'status' && request.userInfo.username == " + agent + "))",
+					Message:    "the GPU node agents may only update nodes (not create or delete them); only the node agent may update a node's status",
 				},
 				{
 					Expression: fmt.Sprintf("request.operation != 'UPDATE' || (has(request.userInfo.extra) && %s in request.userInfo.extra && size(%s) > 0 && %s[0] == object.metadata.name)",
@@ -69,6 +82,14 @@ func renderGuardrails(c *plan) (Objects, error) {
 				{
 					Expression: "request.operation != 'UPDATE' || (" + unchangedOutside("annotations", prefix) + ")",
 					Message:    "the GPU node agents may only change annotations whose key starts with " + config.ManagedPrefix,
+				},
+				{
+					Expression: "request.operation != 'UPDATE' || " + otherConditions("object") + " == " + otherConditions("oldObject"),
+					Message:    "the GPU node agents may only add, change or remove the node condition " + config.ConditionGPUStackReady + " (not the kubelet's or another controller's)",
+				},
+				{
+					Expression: "request.operation != 'UPDATE' || (" + unchangedStatus(statusFields) + ")",
+					Message:    "the GPU node agents may not change a node's status besides the " + config.ConditionGPUStackReady + " condition (capacity, allocatable, addresses, nodeInfo, ...)",
 				},
 			},
 		},
@@ -95,6 +116,49 @@ func unchangedOutside(m, prefix string) string {
 			a, b, m, prefix)
 	}
 	return side("object", "oldObject") + " && " + side("oldObject", "object")
+}
+
+// otherConditions is CEL for the side's status conditions other than the agent's own, in
+// order (the patch merges by type, so the others keep their places).
+func otherConditions(side string) string {
+	return fmt.Sprintf("%s.?status.?conditions.orValue([]).filter(c, c.type != %s)", side, celString(config.ConditionGPUStackReady))
+}
+
+// unchangedStatus is CEL that holds when none of the status fields differs between the
+// request's object and the stored node; optional selection makes an absent field equal only
+// to an absent one.
+func unchangedStatus(fields []string) string {
+	terms := make([]string, len(fields))
+	for i, f := range fields {
+		terms[i] = fmt.Sprintf("object.?status.?%[1]s == oldObject.?status.?%[1]s", f)
+	}
+	return strings.Join(terms, " && ")
+}
+
+// nodeStatusFields are core/v1 NodeStatus's fields besides conditions, each with the
+// Kubernetes minor whose Node schema has it ("" for the oldest supported): the API server
+// rejects CEL that names a field its schema lacks, and a policy that does not compile denies
+// every agent request, so only the fields of spec.kubernetesVersion are compared. A unit test
+// keeps the list complete against k8s.io/api.
+var nodeStatusFields = []struct{ name, since string }{
+	{"capacity", ""}, {"allocatable", ""}, {"phase", ""}, {"addresses", ""},
+	{"daemonEndpoints", ""}, {"nodeInfo", ""}, {"images", ""}, {"volumesInUse", ""},
+	{"volumesAttached", ""}, {"config", ""}, {"runtimeHandlers", ""},
+	{"features", "1.31"}, {"declaredFeatures", "1.35"},
+}
+
+func (c *plan) nodeStatusFields() ([]string, error) {
+	kube, err := matrix.ParseVersion(c.p.Spec.KubernetesVersion)
+	if err != nil {
+		return nil, fmt.Errorf("spec.kubernetesVersion: %w", err)
+	}
+	var out []string
+	for _, f := range nodeStatusFields {
+		if f.since == "" || kube.Compare(matrix.MustParse(f.since)) >= 0 {
+			out = append(out, f.name)
+		}
+	}
+	return out, nil
 }
 
 // celString is a CEL string literal; the values are names and label prefixes (no quotes).

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 )
@@ -11,6 +13,18 @@ import (
 var nodeWriterRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+}
+
+// nodeAgentRules add the one status write: the node agent patches its own node's
+// GPUStackReady condition (the guardrails confine it to that condition).
+var nodeAgentRules = append(slices.Clone(nodeWriterRules),
+	rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}})
+
+func rulesFor(sa string) []rbacv1.PolicyRule {
+	if sa == NameNodeAgent {
+		return nodeAgentRules
+	}
+	return nodeWriterRules
 }
 
 // serviceAccounts are one per component so the audit attributes every permission to one
@@ -63,7 +77,7 @@ func renderRBAC(c *plan) (Objects, error) {
 			Object{Stage: StagePrereqs, Component: "rbac", Obj: &rbacv1.ClusterRole{
 				TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
 				ObjectMeta: m,
-				Rules:      nodeWriterRules,
+				Rules:      rulesFor(sa),
 			}},
 			Object{Stage: StagePrereqs, Component: "rbac", Obj: &rbacv1.ClusterRoleBinding{
 				TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),

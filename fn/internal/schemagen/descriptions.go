@@ -32,7 +32,7 @@ var descriptions = map[string]string{
 	"NodePool.Name":                   "Pool name (a DNS-1123 label); names the pool's device plugin DaemonSet and ConfigMap (gpu-device-plugin-<name>, a label value too), so at most 45 characters.",
 	"NodePool.NodeSelector":           "Labels that select the pool's nodes among the GPU nodes. Pools must be disjoint; the device plugin DaemonSet for the remaining GPU nodes excludes every pool. Not the stage gates (nvidia.com/gpu.deploy.*, gpu.toolkit.ready); a feature label (nvidia.com/gpu.product, ...) draws a warning, because the node joins the pool only once feature discovery labelled it.",
 	"NodePool.DevicePlugin":           "Device plugin settings of the pool; every unset field falls back to spec.devicePlugin.",
-	"Guardrails.Enabled":              "Render the ValidatingAdmissionPolicy and binding that let the node agent change only nvidia.com/ labels and annotations, and only of its own node.",
+	"Guardrails.Enabled":              "Render the ValidatingAdmissionPolicy and binding that let the node agent change only nvidia.com/ labels and annotations and its GPUStackReady condition, and only of its own node.",
 	"Images.GPUPolicy":                "This project's image (all node programs). Default: ghcr.io/gpupolicy/gpupolicy at the function's own version, so a rendered tree pins the programs tested with the function that rendered it.",
 	"ObjectMeta.Name":                 "Name of the policy; results and rendered objects refer to it. At most 63 characters (the app.kubernetes.io/instance label value of every object), 45 with gitops: flux (<name>-container-toolkit names a Flux Kustomization, whose name Flux also writes as a label value).",
 }

@@ -34,7 +34,7 @@ type env struct {
 
 func commands() []command {
 	return []command{
-		{"gate", "re-validate every stage on this node when it changes (status file, device nodes, driver version, its Node's labels) and each interval, and open/close its nvidia.com/gpu.deploy.* labels", gateFlags},
+		{"gate", "re-validate every stage on this node when it changes (status file, device nodes, driver version, its Node's labels) and each interval, open/close its nvidia.com/gpu.deploy.* labels and keep its GPUStackReady Node condition", gateFlags},
 		{"driver", "check the node's NVIDIA driver against the policy; label version and drift (--watch: validator with readiness)", driverFlags},
 		{"toolkit install", "install the rendered containerd drop-in (merge, import, atomic write, restart, CDI spec with --cdi-spec, verify, status file)", toolkitInstallFlags},
 		{"toolkit uninstall", "remove the drop-in and the status file, restart containerd per --restart-mode", toolkitUninstallFlags},
@@ -45,7 +45,7 @@ func commands() []command {
 const usageHead = `gpu-node-agent: the gpupolicy node agent. It verifies each GPU stage on its own node and opens
 the next nvidia.com/gpu.deploy.* label only then, installs the reviewed containerd drop-in, and
 labels driver drift and GPU features. It only ever changes nvidia.com/ labels and annotations
-of the node named by NODE_NAME (or --node).
+and the GPUStackReady condition (nodes/status) of the node named by NODE_NAME (or --node).
 
 Usage: gpu-node-agent <subcommand> [flags]
 `

@@ -1,13 +1,15 @@
 // Package gate opens the per-node stage labels (nvidia.com/gpu.deploy.*) in order once each
 // stage is verified on this node, and closes the labels downstream of a broken stage in
 // reverse order. It is the only ordering mechanism on a node: the DaemonSets of later stages
-// select on these labels.
+// select on these labels. It keeps the node's GPUStackReady condition true to the same
+// verdicts, so `kubectl describe node` says which stage holds the node back and why.
 //
 // The package is independent of what a stage check does: a StageCheck is a function, so the
 // real checks (package stages) and injected ones (tests, e2e) run through the same reconcile.
 package gate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,8 +19,10 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
@@ -34,6 +38,9 @@ type Result struct {
 	// They are applied whether or not the stage is ready (e.g. the driver version label).
 	Labels      map[string]string
 	Annotations map[string]string
+	// ConditionReason is the CamelCase reason of the GPUStackReady condition while this stage
+	// is the first not ready one ("DriverDrift"); "" derives it from the stage name.
+	ConditionReason string
 }
 
 // CheckFunc verifies one stage on this node.
@@ -50,6 +57,9 @@ type StageCheck struct {
 	Stage string
 	Opens []string
 	Check CheckFunc
+	// SkipCondition keeps the stage out of the GPUStackReady condition: the stage that holds
+	// the disabled stages' gates shut is never ready, yet the node's stack may be complete.
+	SkipCondition bool
 }
 
 // StageStatus is one stage's verdict as published in the gate-status annotation.
@@ -69,6 +79,8 @@ type Reconciler struct {
 	Logger *slog.Logger
 	// Wake, when set, makes Run reconcile at once on an event instead of at the next interval.
 	Wake *wake.Trigger
+
+	now func() time.Time // the condition's timestamps; nil is time.Now (tests inject a clock)
 }
 
 func (r *Reconciler) logger() *slog.Logger {
@@ -138,7 +150,90 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Status, error) {
 	}
 	r.logChanges(log, before, node)
 	r.postTransitions(ctx, log, before, node, status)
+	if err := r.setCondition(ctx, log, node, results); err != nil {
+		return status, err
+	}
 	return status, nil
+}
+
+// maxConditionMessage bounds the condition's message: a stage reason quotes containerd's or
+// the driver's own error text, and every `kubectl get node -o yaml` carries it.
+const maxConditionMessage = 1024
+
+// condition is the GPUStackReady verdict on node once its gates converged with results: the
+// first stage (in check order) that is not ready, or whose labels a person opted out, names
+// the reason; a stage's opt-outs come before the next stage's check, which they starve.
+func (r *Reconciler) condition(node *corev1.Node, results []Result) (corev1.ConditionStatus, string, string) {
+	var verified []string
+	for i, c := range r.Checks {
+		if c.SkipCondition {
+			continue
+		}
+		if res := results[i]; !res.Ready {
+			reason := cmp.Or(res.ConditionReason, camel(c.Stage)+"NotReady")
+			return corev1.ConditionFalse, reason, bound(fmt.Sprintf("stage %s: %s", c.Stage, res.Reason))
+		}
+		if c.Check != nil {
+			verified = append(verified, c.Stage)
+		}
+		for _, l := range c.Opens {
+			if node.Labels[l] == config.GateOptOut {
+				return corev1.ConditionFalse, config.ReasonOptedOut, bound(fmt.Sprintf("label %s=%s: a person opted this node out of that stage (remove the label to opt back in)", l, config.GateOptOut))
+			}
+		}
+	}
+	return corev1.ConditionTrue, config.ReasonStackReady, bound("stages verified: " + strings.Join(verified, ", "))
+}
+
+// setCondition writes the GPUStackReady condition only when its status, reason or message
+// changed, so a settled fleet costs the API server no status write per interval.
+// lastTransitionTime moves only when the status flips; lastHeartbeatTime is the last write.
+func (r *Reconciler) setCondition(ctx context.Context, log *slog.Logger, node *corev1.Node, results []Result) error {
+	status, reason, message := r.condition(node, results)
+	cur := nodeapi.FindCondition(node, config.ConditionGPUStackReady)
+	if cur != nil && cur.Status == status && cur.Reason == reason && cur.Message == message {
+		return nil
+	}
+	clock := r.now
+	if clock == nil {
+		clock = time.Now
+	}
+	now := metav1.NewTime(clock())
+	cond := corev1.NodeCondition{
+		Type: config.ConditionGPUStackReady, Status: status, Reason: reason, Message: message,
+		LastHeartbeatTime: now, LastTransitionTime: now,
+	}
+	if cur != nil && cur.Status == status {
+		cond.LastTransitionTime = cur.LastTransitionTime
+	}
+	if _, err := nodeapi.SetCondition(ctx, r.Client, r.Node, cond); err != nil {
+		return err
+	}
+	log.Info("condition changed", "condition", config.ConditionGPUStackReady, "status", status, "reason", reason)
+	return nil
+}
+
+// camel turns a stage name ("container-toolkit") into a condition reason prefix
+// ("ContainerToolkit").
+func camel(s string) string {
+	var b strings.Builder
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool { return r == '-' || r == '_' || r == '.' }) {
+		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+	}
+	return b.String()
+}
+
+// bound cuts s to maxConditionMessage bytes on a rune boundary.
+func bound(s string) string {
+	if len(s) <= maxConditionMessage {
+		return s
+	}
+	const ellipsis = "…"
+	cut := maxConditionMessage - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }
 
 // plan lists the remaining patches: close downstream labels (last stage first), then the

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -48,7 +50,7 @@ func patchedLabels(t *testing.T, cs *fake.Clientset) []string {
 	var out []string
 	for _, a := range cs.Actions() {
 		p, ok := a.(k8stesting.PatchAction)
-		if !ok || a.GetResource().Resource != "nodes" {
+		if !ok || a.GetResource().Resource != "nodes" || a.GetSubresource() != "" {
 			continue
 		}
 		var body struct {
@@ -296,5 +298,152 @@ func BenchmarkReconcileSteadyState(b *testing.B) {
 		if _, err := r.Reconcile(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// statusPatches are the bodies of the node status patches sent.
+func statusPatches(cs *fake.Clientset) []string {
+	var out []string
+	for _, a := range cs.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && a.GetResource().Resource == "nodes" && a.GetSubresource() == "status" {
+			out = append(out, string(p.GetPatch()))
+		}
+	}
+	return out
+}
+
+func stackCondition(t *testing.T, cs *fake.Clientset) corev1.NodeCondition {
+	t.Helper()
+	for _, c := range getNode(t, cs).Status.Conditions {
+		if c.Type == config.ConditionGPUStackReady {
+			return c
+		}
+	}
+	t.Fatal("no GPUStackReady condition")
+	return corev1.NodeCondition{}
+}
+
+// The condition follows the first failing stage, is written only when it changes, keeps its
+// transition time while the status stays, and leaves the kubelet's conditions alone.
+func TestConditionFollowsTheGates(t *testing.T) {
+	ctx := context.Background()
+	kubelet := []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"},
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory"},
+	}
+	n := newNode(nil)
+	n.Status.Conditions = kubelet
+	cs := fake.NewClientset(n)
+	clock := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	tick := func() { clock = clock.Add(time.Minute) }
+	driverOK, toolkitOK := true, false
+	r := &Reconciler{Client: cs, Node: node, Checks: checks(&driverOK, &toolkitOK), now: func() time.Time { return clock }}
+	reconcile := func() {
+		t.Helper()
+		cs.ClearActions()
+		if _, err := r.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	reconcile()
+	c := stackCondition(t, cs)
+	if c.Status != corev1.ConditionFalse || c.Reason != "ContainerToolkitNotReady" || c.Message != "stage container-toolkit: toolkit" {
+		t.Fatalf("toolkit not ready: %+v", c)
+	}
+	if !c.LastTransitionTime.Time.Equal(clock) || !c.LastHeartbeatTime.Time.Equal(clock) {
+		t.Fatalf("first write times %+v, want %s", c, clock)
+	}
+	first := clock
+
+	// Nothing changed: no status patch, not even a heartbeat.
+	tick()
+	reconcile()
+	if p := statusPatches(cs); len(p) != 0 {
+		t.Fatalf("unchanged condition patched: %q", p)
+	}
+	if c := stackCondition(t, cs); !c.LastHeartbeatTime.Time.Equal(first) {
+		t.Fatalf("heartbeat bumped without a change: %+v", c)
+	}
+
+	// Same status, another stage and reason: the message moves, the transition time stays.
+	tick()
+	driverOK = false
+	reconcile()
+	c = stackCondition(t, cs)
+	if c.Status != corev1.ConditionFalse || c.Reason != "DriverNotReady" || !c.LastTransitionTime.Time.Equal(first) || !c.LastHeartbeatTime.Time.Equal(clock) {
+		t.Fatalf("driver not ready: %+v (transition must stay %s)", c, first)
+	}
+
+	// Status flips: the transition time moves.
+	tick()
+	driverOK, toolkitOK = true, true
+	reconcile()
+	c = stackCondition(t, cs)
+	if c.Status != corev1.ConditionTrue || c.Reason != config.ReasonStackReady || c.Message != "stages verified: driver, container-toolkit" || !c.LastTransitionTime.Time.Equal(clock) {
+		t.Fatalf("stack ready: %+v", c)
+	}
+	if p := statusPatches(cs); len(p) != 1 || strings.Count(p[0], `"type":`) != 1 {
+		t.Fatalf("status patches %q: want one carrying only %s", p, config.ConditionGPUStackReady)
+	}
+
+	// A person's opt-out on a ready stage's label: OptedOut, though every check passes.
+	tick()
+	opted := getNode(t, cs)
+	opted.Labels[config.LabelDeployDevicePlugin] = config.GateOptOut
+	if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, opted, ""); err != nil {
+		t.Fatal(err)
+	}
+	reconcile()
+	c = stackCondition(t, cs)
+	if c.Status != corev1.ConditionFalse || c.Reason != config.ReasonOptedOut || !strings.Contains(c.Message, config.LabelDeployDevicePlugin+"=false") {
+		t.Fatalf("opted out: %+v", c)
+	}
+
+	after := getNode(t, cs)
+	if len(after.Status.Conditions) != 3 {
+		t.Fatalf("conditions %+v: want the kubelet's two and %s", after.Status.Conditions, config.ConditionGPUStackReady)
+	}
+	for _, want := range kubelet {
+		if got := nodeapi.FindCondition(after, want.Type); got == nil || *got != want {
+			t.Fatalf("kubelet condition %s changed: %+v, want %+v", want.Type, got, want)
+		}
+	}
+}
+
+// A check's own condition reason wins; a never-ready stage kept out of the condition (the
+// disabled stages' gate holder) does not hold it back; a long reason is cut on a rune.
+func TestConditionReasonAndBounds(t *testing.T) {
+	ok := true
+	long := strings.Repeat("é", maxConditionMessage)
+	r := &Reconciler{Node: node, Checks: []StageCheck{
+		{Stage: "entry", Opens: []string{config.LabelDeployDriver}},
+		{Stage: config.StageDriver, Opens: []string{config.LabelDeployToolkit}, Check: func(context.Context) Result {
+			return Result{Ready: ok, Reason: long, ConditionReason: config.ReasonDriverDrift}
+		}},
+		{Stage: "disabled", Opens: []string{config.LabelDeployExporter}, Check: Static(false, "disabled"), SkipCondition: true},
+	}}
+	n := newNode(map[string]string{config.LabelDeployExporter: config.GateOptOut})
+	results := []Result{{Ready: true}, r.Checks[1].Check(context.Background()), r.Checks[2].Check(context.Background())}
+	status, reason, msg := r.condition(n, results)
+	if status != corev1.ConditionTrue || reason != config.ReasonStackReady {
+		t.Fatalf("skipped stage held the condition: %s %s %s", status, reason, msg)
+	}
+	ok = false
+	results[1] = r.Checks[1].Check(context.Background())
+	status, reason, msg = r.condition(n, results)
+	if status != corev1.ConditionFalse || reason != config.ReasonDriverDrift || len(msg) > maxConditionMessage || !utf8.ValidString(msg) || !strings.HasSuffix(msg, "…") {
+		t.Fatalf("drift: %s %s, message of %d bytes (valid UTF-8 %v)", status, reason, len(msg), utf8.ValidString(msg))
+	}
+}
+
+func TestSetConditionRefusesOtherTypes(t *testing.T) {
+	cs := fake.NewClientset(newNode(nil))
+	_, err := nodeapi.SetCondition(context.Background(), cs, node, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse})
+	if err == nil || !strings.Contains(err.Error(), "only manages condition "+config.ConditionGPUStackReady) {
+		t.Fatalf("want refusal, got %v", err)
+	}
+	if p := statusPatches(cs); len(p) != 0 {
+		t.Fatalf("patched %q", p)
 	}
 }

@@ -1,7 +1,7 @@
 // Package nodeapi is the node agent's only write path to the Kubernetes API: it changes
 // nvidia.com/ labels and annotations of one Node, guarded by the Node's resourceVersion so a
-// value a person sets concurrently (an opt-out "false") is never overwritten, and it posts
-// Events on that Node.
+// value a person sets concurrently (an opt-out "false") is never overwritten, writes the
+// agent's own Node condition (config.ConditionGPUStackReady), and posts Events on that Node.
 package nodeapi
 
 import (
@@ -121,6 +121,39 @@ func apply(ctx context.Context, client kubernetes.Interface, node *corev1.Node, 
 		return nil, fmt.Errorf("patch node %s: %w", node.Name, err)
 	}
 	return out, nil
+}
+
+// SetCondition writes one condition of the agent's own type (config.ConditionGPUStackReady)
+// through the nodes/status subresource. The strategic merge patch is keyed by condition type,
+// so the kubelet's conditions (Ready, MemoryPressure, ...) are never sent, let alone replaced,
+// and it needs no resourceVersion: a concurrent kubelet heartbeat merges instead of conflicting.
+func SetCondition(ctx context.Context, client kubernetes.Interface, name string, cond corev1.NodeCondition) (*corev1.Node, error) {
+	if cond.Type != config.ConditionGPUStackReady {
+		return nil, fmt.Errorf("refusing to write condition %q on node %s: the agent only manages condition %s", cond.Type, name, config.ConditionGPUStackReady)
+	}
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{cond}}})
+	if err != nil {
+		return nil, err
+	}
+	out, err := client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	if apierrors.IsForbidden(err) {
+		// An agent image newer than its rendered RBAC or guardrails.
+		return nil, fmt.Errorf("patch node %s status condition %s: %w (the agent's ClusterRole needs patch on nodes/status and the guardrails must allow it: re-render with gpupolicy-fn and apply the 00-prereqs stage)", name, cond.Type, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("patch node %s status condition %s: %w", name, cond.Type, err)
+	}
+	return out, nil
+}
+
+// FindCondition returns the node's condition of type t, or nil.
+func FindCondition(node *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == t {
+			return &node.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // FieldManager names the agent in managedFields.

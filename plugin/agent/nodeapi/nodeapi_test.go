@@ -2,12 +2,19 @@ package nodeapi
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 func TestConvergeAppliesStepsAndRefusesForeignKeys(t *testing.T) {
@@ -57,5 +64,19 @@ func TestEventOnNode(t *testing.T) {
 	e := l.Items[0]
 	if e.InvolvedObject.Kind != "Node" || e.InvolvedObject.UID != "u-1" || e.Source.Host != "n" || e.Reason != "DriverDrift" || !strings.HasPrefix(e.Name, "n.") {
 		t.Fatalf("event %+v", e)
+	}
+}
+
+func TestSetConditionNamesTheFixWhenForbidden(t *testing.T) {
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}})
+	cs.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes/status"}, "n", errors.New("RBAC: no patch"))
+		}
+		return false, nil, nil
+	})
+	_, err := SetCondition(context.Background(), cs, "n", corev1.NodeCondition{Type: config.ConditionGPUStackReady, Status: corev1.ConditionTrue})
+	if err == nil || !strings.Contains(err.Error(), "patch on nodes/status") || !strings.Contains(err.Error(), "re-render with gpupolicy-fn") {
+		t.Fatalf("want the fix named, got %v", err)
 	}
 }

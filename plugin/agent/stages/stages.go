@@ -38,7 +38,7 @@ func Checks(cfg *config.Agent, hostRoot string) []gate.StageCheck {
 	}
 	if disabled := config.DisabledGateLabels(cfg.Stages); len(disabled) > 0 {
 		// Last, so its permanent "not ready" closes nothing but its own labels.
-		checks = append(checks, gate.StageCheck{Stage: StageDisabled, Opens: disabled,
+		checks = append(checks, gate.StageCheck{Stage: StageDisabled, Opens: disabled, SkipCondition: true,
 			Check: gate.Static(false, "stages disabled in the policy; their labels stay closed")})
 	}
 	return checks
@@ -49,14 +49,19 @@ func DriverCheck(cfg *config.Agent, hostRoot string) gate.CheckFunc {
 	return func(context.Context) gate.Result {
 		v, err := driver.Check(hostRoot, cfg.Driver, cfg.CUDAVersion)
 		if err != nil {
-			res := gate.Result{Reason: err.Error()}
+			res := gate.Result{Reason: err.Error(), ConditionReason: config.ReasonDriverNotReady}
 			if errors.Is(err, driver.ErrNoDriver) {
 				res.Labels = map[string]string{config.LabelDriverVersion: "", config.LabelDriverDrift: ""}
+				res.ConditionReason = config.ReasonDriverNotLoaded
 			}
 			return res
 		}
 		labels, annotations := v.Labels()
-		return gate.Result{Ready: v.Satisfied, Reason: v.Reason, Labels: labels, Annotations: annotations}
+		reason := config.ReasonDriverNotReady // a CUDA or user-space mismatch, or an unreadable version
+		if v.Drift {
+			reason = config.ReasonDriverDrift
+		}
+		return gate.Result{Ready: v.Satisfied, Reason: v.Reason, Labels: labels, Annotations: annotations, ConditionReason: reason}
 	}
 }
 
@@ -67,7 +72,7 @@ func ToolkitCheck(cfg *config.Agent, hostRoot string) gate.CheckFunc {
 	return func(context.Context) gate.Result {
 		st, err := toolkit.ReadStatus(hostRoot)
 		if err != nil {
-			return gate.Result{Reason: err.Error()}
+			return gate.Result{Reason: err.Error(), ConditionReason: config.ReasonToolkitNotLoaded}
 		}
 		if !st.Verified {
 			reason := st.Reason
@@ -75,15 +80,15 @@ func ToolkitCheck(cfg *config.Agent, hostRoot string) gate.CheckFunc {
 				reason = fmt.Sprintf("%s records no verification (written by an older gpu-node-agent); the toolkit stage rewrites it", config.ToolkitStatusFile)
 			}
 			if st.DropInSHA256 != "" && st.DropInSHA256 != cfg.Toolkit.DropInSHA256 {
-				return gate.Result{Reason: fmt.Sprintf("the toolkit stage has not applied this policy's drop-in %s yet; its last install (drop-in %s) failed: %s", short(cfg.Toolkit.DropInSHA256), short(st.DropInSHA256), reason)}
+				return gate.Result{Reason: fmt.Sprintf("the toolkit stage has not applied this policy's drop-in %s yet; its last install (drop-in %s) failed: %s", short(cfg.Toolkit.DropInSHA256), short(st.DropInSHA256), reason), ConditionReason: config.ReasonToolkitInstallFailed}
 			}
-			return gate.Result{Reason: "toolkit install failed: " + reason}
+			return gate.Result{Reason: "toolkit install failed: " + reason, ConditionReason: config.ReasonToolkitInstallFailed}
 		}
 		if st.DropInSHA256 != cfg.Toolkit.DropInSHA256 {
-			return gate.Result{Reason: fmt.Sprintf("containerd has drop-in sha256 %s, the policy rendered %s: the toolkit stage has not applied this policy yet", short(st.DropInSHA256), short(cfg.Toolkit.DropInSHA256))}
+			return gate.Result{Reason: fmt.Sprintf("containerd has drop-in sha256 %s, the policy rendered %s: the toolkit stage has not applied this policy yet", short(st.DropInSHA256), short(cfg.Toolkit.DropInSHA256)), ConditionReason: config.ReasonToolkitNotLoaded}
 		}
 		if !slices.Contains(st.Handlers, cfg.Toolkit.RuntimeClassName) {
-			return gate.Result{Reason: fmt.Sprintf("containerd loaded handlers %v, not %q", st.Handlers, cfg.Toolkit.RuntimeClassName)}
+			return gate.Result{Reason: fmt.Sprintf("containerd loaded handlers %v, not %q", st.Handlers, cfg.Toolkit.RuntimeClassName), ConditionReason: config.ReasonToolkitNotLoaded}
 		}
 		return gate.Result{Ready: true, Reason: fmt.Sprintf("containerd %s loaded handler %s (drop-in %s, verified by %s)", st.ContainerdVersion, cfg.Toolkit.RuntimeClassName, short(st.DropInSHA256), st.VerifiedBy)}
 	}

@@ -60,10 +60,23 @@ func TestStagesThroughGate(t *testing.T) {
 		n, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 		return n.Labels
 	}
+	// condition is the GPUStackReady status and reason the last reconcile left.
+	condition := func() string {
+		n, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		for _, c := range n.Status.Conditions {
+			if c.Type == config.ConditionGPUStackReady {
+				return string(c.Status) + " " + c.Reason
+			}
+		}
+		return "absent"
+	}
 
 	l := labels()
 	if l[config.LabelDeployDriver] != "true" || l[config.LabelDeployToolkit] != "" || l[config.LabelDeployExporter] != "" {
 		t.Fatalf("no driver yet: %v", l)
+	}
+	if c := condition(); c != "False "+config.ReasonDriverNotLoaded {
+		t.Fatalf("no driver yet: condition %s", c)
 	}
 	writeDriver(t, root, "580.82.07") // same branch: gate opens, drift is labelled
 	l = labels()
@@ -77,6 +90,9 @@ func TestStagesThroughGate(t *testing.T) {
 	if l = labels(); l[config.LabelToolkitReady] != "" {
 		t.Fatalf("old drop-in opened the toolkit gate: %v", l)
 	}
+	if c := condition(); c != "False "+config.ReasonToolkitNotLoaded {
+		t.Fatalf("old drop-in: condition %s", c)
+	}
 	// A failed install of this policy's drop-in keeps the gate closed even if the file names
 	// the handler and the digest: only verified opens it.
 	failed := toolkit.Status{Reason: "containerd refused the drop-in: boom", Handlers: []string{"nvidia"}, DropInSHA256: sha, Time: time.Now()}
@@ -88,6 +104,9 @@ func TestStagesThroughGate(t *testing.T) {
 	}
 	if res := ToolkitCheck(agentConfig(), root)(ctx); res.Ready || res.Reason != "toolkit install failed: containerd refused the drop-in: boom" {
 		t.Fatalf("failed status: %+v", res)
+	}
+	if c := condition(); c != "False "+config.ReasonToolkitInstallFailed {
+		t.Fatalf("failed install: condition %s", c)
 	}
 	st.DropInSHA256 = sha
 	if err := toolkit.WriteStatus(root, st); err != nil {
@@ -102,6 +121,10 @@ func TestStagesThroughGate(t *testing.T) {
 	if _, has := l[config.LabelDeployExporter]; has {
 		t.Fatalf("disabled exporter gate open: %v", l)
 	}
+	// The disabled exporter stage's never-ready check does not hold the condition back.
+	if c := condition(); c != "True "+config.ReasonStackReady {
+		t.Fatalf("full stack: condition %s", c)
+	}
 	writeDriver(t, root, "570.172.08")
 	l = labels()
 	if l[config.LabelDeployToolkit] != "" || l[config.LabelDeployDevicePlugin] != "" || l[config.LabelDeployDriver] != "true" {
@@ -110,6 +133,9 @@ func TestStagesThroughGate(t *testing.T) {
 	n, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if !strings.Contains(n.Annotations[config.AnnotationGateStatus], "570.172.08") {
 		t.Fatalf("gate-status: %s", n.Annotations[config.AnnotationGateStatus])
+	}
+	if c := condition(); c != "False "+config.ReasonDriverDrift {
+		t.Fatalf("other branch: condition %s", c)
 	}
 }
 
