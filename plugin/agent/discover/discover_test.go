@@ -71,6 +71,8 @@ func TestScanFindsNVIDIADisplayAnd3DControllersOnly(t *testing.T) {
 	fs.add("0000:3b:00.1", "0x10de", "0x040300") // the card's HD audio function
 	fs.add("0000:17:00.0", "0x10DE", "0x030000") // workstation GPU: VGA (upper-case hex)
 	fs.add("0000:5e:00.0", "0x10de", "0x068000") // NVSwitch bridge: not a GPU
+	fs.add("0000:17:00.2", "0x10de", "0x0c0330") // the card's USB-C controller
+	fs.add("0000:af:00.0", "0x10de", "0x038000") // "other display controller": neither VGA nor 3D
 	got, err := Scan(fs.root)
 	if err != nil {
 		t.Fatal(err)
