@@ -12,7 +12,7 @@ import (
 // discoveryPort serves the discovery program's readiness.
 const discoveryPort = 8082
 
-// nfdAPIVersion is Node Feature Discovery's API (NodeFeatureRule since v0.12, cluster-scoped).
+// nfdAPIVersion is Node Feature Discovery's API (NodeFeatureRule is cluster-scoped).
 const nfdAPIVersion = "nfd.k8s-sigs.io/v1alpha1"
 
 // NVIDIA's PCI vendor id and GPU classes as NFD's pci.device feature spells them (class and
@@ -61,7 +61,7 @@ func (c *plan) discoveryDaemonSet() (Object, error) {
 	})
 }
 
-// nodeFeatureRule asks NFD (v0.12+; its pci.device feature, collected by nfd-worker's pci
+// nodeFeatureRule asks NFD (v0.16+ schema; its pci.device feature, collected by nfd-worker's pci
 // source) for the same label the builtin program sets. NFD then owns the label: it removes it
 // when the rule stops matching and sets it over a person's value.
 func (c *plan) nodeFeatureRule() Object {
