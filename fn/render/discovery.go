@@ -54,7 +54,7 @@ func (c *plan) discoveryDaemonSet() (Object, error) {
 			Resources:       resources("5m", "16Mi", "64Mi"),
 			SecurityContext: nonRoot(unprivileged()),
 			// Ready while the program works (sysfs read, API server reached), on CPU nodes too.
-			ReadinessProbe: httpProbe("/readyz", discoveryPort, 30, 3),
+			ReadinessProbe: httpProbe("/readyz", discoveryPort, 10, 3),
 			VolumeMounts:   mounts,
 		}},
 		volumes: vols,
