@@ -4,8 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/fakenode"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/discover"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/discover/discovertest"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -84,6 +83,39 @@ func TestGuardrailsConfineTheAgent(t *testing.T) {
 	}
 }
 
+// patchCase is one node patch as some identity, and whether the guardrails let it through.
+type patchCase struct {
+	name    string
+	client  kubernetes.Interface
+	node    string
+	patch   string
+	allowed bool
+}
+
+// checkPatches sends each patch in order (each starts from the node the previous left) and
+// checks that a denial comes from a ValidatingAdmissionPolicy, not RBAC: RBAC grants node
+// patch, the policy narrows it.
+func checkPatches(t *testing.T, cases []patchCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := nodeLabels(t, c.node)
+			_, err := c.client.CoreV1().Nodes().Patch(context.Background(), c.node, types.MergePatchType, []byte(c.patch), metav1.PatchOptions{})
+			switch {
+			case c.allowed && err != nil:
+				t.Fatalf("patch %s denied: %v", c.patch, err)
+			case !c.allowed && err == nil:
+				t.Fatalf("patch %s allowed; labels before %v, after %v", c.patch, before, nodeLabels(t, c.node))
+			case !c.allowed:
+				if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+					t.Fatalf("patch %s denied, but not by a ValidatingAdmissionPolicy: %v", c.patch, err)
+				}
+				t.Logf("denied as expected: %v", err)
+			}
+		})
+	}
+}
+
 func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -108,13 +140,7 @@ func TestGuardrailsConfineDiscovery(t *testing.T) {
 	present := func(v string) string { return `{"metadata":{"labels":{"` + config.LabelGPUPresent + `":` + v + `}}}` }
 
 	// In order: each case starts from the node the previous ones left.
-	cases := []struct {
-		name    string
-		client  kubernetes.Interface
-		node    string
-		patch   string
-		allowed bool
-	}{
+	cases := []patchCase{
 		{"another node, gpu.present added", disc, "disc-other", present(`"true"`), false},
 		{"own node, gpu.present=false added", disc, "disc-own", present(`"false"`), false},
 		{"own node, another nvidia.com/ label", disc, "disc-own",
@@ -130,46 +156,17 @@ func TestGuardrailsConfineDiscovery(t *testing.T) {
 		{"own node, gpu.present turned false", disc, "disc-own", present(`"false"`), false},
 		{"opt-out node, a person's false overwritten", discOnOptOut, "disc-optout", present(`"true"`), false},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := c.client.CoreV1().Nodes().Patch(context.Background(), c.node, types.MergePatchType, []byte(c.patch), metav1.PatchOptions{})
-			switch {
-			case c.allowed && err != nil:
-				t.Fatalf("patch %s denied: %v", c.patch, err)
-			case !c.allowed && err == nil:
-				t.Fatalf("patch %s allowed; labels now %v", c.patch, nodeLabels(t, c.node))
-			case !c.allowed:
-				if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
-					t.Fatalf("patch %s denied, but not by a ValidatingAdmissionPolicy: %v", c.patch, err)
-				}
-				t.Logf("denied as expected: %v", err)
-			}
-		})
-	}
+	checkPatches(t, cases)
 
 	t.Run("the discovery program through the guardrails", func(t *testing.T) {
-		sysfs := t.TempDir()
-		devices := filepath.Join(sysfs, "sys/bus/pci/devices")
-		gpu := filepath.Join(sysfs, "sys/devices/pci0000:00/0000:3b:00.0")
-		for _, dir := range []string{devices, gpu} {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for name, v := range map[string]string{"vendor": "0x10de\n", "class": "0x030200\n"} {
-			if err := os.WriteFile(filepath.Join(gpu, name), []byte(v), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.Symlink("../../../devices/pci0000:00/0000:3b:00.0", filepath.Join(devices, "0000:3b:00.0")); err != nil {
-			t.Fatal(err)
-		}
+		sysfs := discovertest.New(t)
+		sysfs.Add("0000:3b:00.0", "0x10de", "0x030200")
 		joinNode(t, fakenode.Spec{Name: "disc-program"})
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		for _, n := range []struct {
 			node, want string
 		}{{"disc-program", "true"}, {"disc-optout", "false"}} {
-			r := &discover.Reconciler{Client: clientFor(t, fakenode.AgentConfig(env.cfg, d.ns, sa, n.node)), Node: n.node, HostRoot: sysfs, Log: log}
+			r := &discover.Reconciler{Client: clientFor(t, fakenode.AgentConfig(env.cfg, d.ns, sa, n.node)), Node: n.node, HostRoot: sysfs.Root, Log: log}
 			if _, err := r.Reconcile(context.Background()); err != nil {
 				t.Fatalf("%s: %v", n.node, err)
 			}

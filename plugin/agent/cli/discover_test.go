@@ -1,32 +1,18 @@
 package cli
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/discover/discovertest"
 )
 
 // Without a node, discover is a dry run on a host: the GPUs it would act on, as JSON.
 func TestDiscoverDryRun(t *testing.T) {
-	root := t.TempDir()
-	devices := filepath.Join(root, "sys/bus/pci/devices")
-	gpu := filepath.Join(root, "sys/devices/pci0000:00/0000:3b:00.0")
-	for _, d := range []string{devices, gpu} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, v := range map[string]string{"vendor": "0x10de\n", "class": "0x030200\n"} {
-		if err := os.WriteFile(filepath.Join(gpu, name), []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink("../../../devices/pci0000:00/0000:3b:00.0", filepath.Join(devices, "0000:3b:00.0")); err != nil {
-		t.Fatal(err)
-	}
+	fs := discovertest.New(t)
+	fs.Add("0000:3b:00.0", "0x10de", "0x030200")
 	t.Setenv("NODE_NAME", "")
-	code, out, errOut := run("discover", "--host-root", root)
+	code, out, errOut := run("discover", "--host-root", fs.Root)
 	if code != 0 || strings.TrimSpace(out) != `[{"address":"0000:3b:00.0","class":"0x030200"}]` {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

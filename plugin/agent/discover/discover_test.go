@@ -6,8 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,62 +16,20 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gpupolicy/gpupolicy/plugin/agent/discover/discovertest"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// fakeSysfs lays out sysfs as the kernel does: the function's directory under
-// sys/devices/pci0000:00/, and a relative symlink to it in sys/bus/pci/devices.
-type fakeSysfs struct {
-	t    *testing.T
-	root string
-}
-
-func newSysfs(t *testing.T) *fakeSysfs {
-	t.Helper()
-	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, PCIDevicesDir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return &fakeSysfs{t: t, root: root}
-}
-
-func (f *fakeSysfs) add(addr, vendor, class string) {
-	f.t.Helper()
-	dev := filepath.Join(f.root, "sys/devices/pci0000:00", addr)
-	if err := os.MkdirAll(dev, 0o755); err != nil {
-		f.t.Fatal(err)
-	}
-	for name, v := range map[string]string{"vendor": vendor, "class": class} {
-		if err := os.WriteFile(filepath.Join(dev, name), []byte(v+"\n"), 0o444); err != nil {
-			f.t.Fatal(err)
-		}
-	}
-	if err := os.Symlink("../../../devices/pci0000:00/"+addr, filepath.Join(f.root, PCIDevicesDir, addr)); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
-// remove is a hot unplug (or a GPU fallen off the bus): the kernel drops link and directory.
-func (f *fakeSysfs) remove(addr string) {
-	f.t.Helper()
-	if err := os.Remove(filepath.Join(f.root, PCIDevicesDir, addr)); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := os.RemoveAll(filepath.Join(f.root, "sys/devices/pci0000:00", addr)); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
 func TestScanFindsNVIDIADisplayAnd3DControllersOnly(t *testing.T) {
-	fs := newSysfs(t)
-	fs.add("0000:00:02.0", "0x8086", "0x030000") // Intel iGPU: another vendor's VGA
-	fs.add("0000:3b:00.0", "0x10de", "0x030200") // data-centre GPU: 3D controller
-	fs.add("0000:3b:00.1", "0x10de", "0x040300") // the card's HD audio function
-	fs.add("0000:17:00.0", "0x10DE", "0x030000") // workstation GPU: VGA (upper-case hex)
-	fs.add("0000:5e:00.0", "0x10de", "0x068000") // NVSwitch bridge: not a GPU
-	fs.add("0000:17:00.2", "0x10de", "0x0c0330") // the card's USB-C controller
-	fs.add("0000:af:00.0", "0x10de", "0x038000") // "other display controller": neither VGA nor 3D
-	got, err := Scan(fs.root)
+	fs := discovertest.New(t)
+	fs.Add("0000:00:02.0", "0x8086", "0x030000") // Intel iGPU: another vendor's VGA
+	fs.Add("0000:3b:00.0", "0x10de", "0x030200") // data-centre GPU: 3D controller
+	fs.Add("0000:3b:00.1", "0x10de", "0x040300") // the card's HD audio function
+	fs.Add("0000:17:00.0", "0x10DE", "0x030000") // workstation GPU: VGA (upper-case hex)
+	fs.Add("0000:5e:00.0", "0x10de", "0x068000") // NVSwitch bridge: not a GPU
+	fs.Add("0000:17:00.2", "0x10de", "0x0c0330") // the card's USB-C controller
+	fs.Add("0000:af:00.0", "0x10de", "0x038000") // "other display controller": neither VGA nor 3D
+	got, err := Scan(fs.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,10 +85,10 @@ func events(t *testing.T, cs *fake.Clientset) []corev1.Event {
 }
 
 func TestLabelsOnlyGPUPresentOnAGPUNode(t *testing.T) {
-	fs := newSysfs(t)
-	fs.add("0000:3b:00.0", "0x10de", "0x030200")
+	fs := discovertest.New(t)
+	fs.Add("0000:3b:00.0", "0x10de", "0x030200")
 	cs := fake.NewClientset(newNode(map[string]string{"kubernetes.io/os": "linux", "nvidia.com/gpu.product": "H200"}))
-	res, err := reconciler(cs, fs.root).Reconcile(context.Background())
+	res, err := reconciler(cs, fs.Root).Reconcile(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +115,7 @@ func TestLabelsOnlyGPUPresentOnAGPUNode(t *testing.T) {
 
 	// Labelled: the next pass reads and patches nothing.
 	cs.ClearActions()
-	if _, err := reconciler(cs, fs.root).Reconcile(context.Background()); err != nil {
+	if _, err := reconciler(cs, fs.Root).Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if ps := patches(cs); len(ps) != 0 {
@@ -168,10 +124,10 @@ func TestLabelsOnlyGPUPresentOnAGPUNode(t *testing.T) {
 }
 
 func TestCPUNodeIsLeftAloneAndTheProgramStillWorks(t *testing.T) {
-	fs := newSysfs(t)
-	fs.add("0000:00:02.0", "0x8086", "0x030000")
+	fs := discovertest.New(t)
+	fs.Add("0000:00:02.0", "0x8086", "0x030000")
 	cs := fake.NewClientset(newNode(nil))
-	res, err := reconciler(cs, fs.root).Reconcile(context.Background())
+	res, err := reconciler(cs, fs.Root).Reconcile(context.Background())
 	if err != nil {
 		t.Fatalf("a CPU node is a working pass: %v", err)
 	}
@@ -181,10 +137,10 @@ func TestCPUNodeIsLeftAloneAndTheProgramStillWorks(t *testing.T) {
 }
 
 func TestAPersonsFalseIsKept(t *testing.T) {
-	fs := newSysfs(t)
-	fs.add("0000:3b:00.0", "0x10de", "0x030200")
+	fs := discovertest.New(t)
+	fs.Add("0000:3b:00.0", "0x10de", "0x030200")
 	cs := fake.NewClientset(newNode(map[string]string{config.LabelGPUPresent: "false"}))
-	r := reconciler(cs, fs.root)
+	r := reconciler(cs, fs.Root)
 	for range 2 {
 		res, err := r.Reconcile(context.Background())
 		if err != nil {
@@ -203,15 +159,15 @@ func TestAPersonsFalseIsKept(t *testing.T) {
 }
 
 func TestALostGPUIsReportedOnceAndTheLabelKept(t *testing.T) {
-	fs := newSysfs(t)
-	fs.add("0000:3b:00.0", "0x10de", "0x030200")
-	fs.add("0000:86:00.0", "0x10de", "0x030200")
+	fs := discovertest.New(t)
+	fs.Add("0000:3b:00.0", "0x10de", "0x030200")
+	fs.Add("0000:86:00.0", "0x10de", "0x030200")
 	cs := fake.NewClientset(newNode(nil))
-	r := reconciler(cs, fs.root)
+	r := reconciler(cs, fs.Root)
 	if _, err := r.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	fs.remove("0000:86:00.0")
+	fs.Remove("0000:86:00.0")
 	cs.ClearActions()
 	res, err := r.Reconcile(context.Background())
 	if err != nil {
@@ -234,7 +190,7 @@ func TestALostGPUIsReportedOnceAndTheLabelKept(t *testing.T) {
 	}
 
 	// The last GPU goes too: reported (once more, this one), the label still kept.
-	fs.remove("0000:3b:00.0")
+	fs.Remove("0000:3b:00.0")
 	if _, err := r.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
