@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -12,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/fakenode"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/discover"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/discover/discovertest"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -115,6 +119,39 @@ func TestGuardrailsConfineTheAgent(t *testing.T) {
 	}
 }
 
+// patchCase is one node patch as some identity, and whether the guardrails let it through.
+type patchCase struct {
+	name    string
+	client  kubernetes.Interface
+	node    string
+	patch   string
+	allowed bool
+}
+
+// checkPatches sends each patch in order (each starts from the node the previous left) and
+// checks that a denial comes from a ValidatingAdmissionPolicy, not RBAC: RBAC grants node
+// patch, the policy narrows it.
+func checkPatches(t *testing.T, cases []patchCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := nodeLabels(t, c.node)
+			_, err := c.client.CoreV1().Nodes().Patch(context.Background(), c.node, types.MergePatchType, []byte(c.patch), metav1.PatchOptions{})
+			switch {
+			case c.allowed && err != nil:
+				t.Fatalf("patch %s denied: %v", c.patch, err)
+			case !c.allowed && err == nil:
+				t.Fatalf("patch %s allowed; labels before %v, after %v", c.patch, before, nodeLabels(t, c.node))
+			case !c.allowed:
+				if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+					t.Fatalf("patch %s denied, but not by a ValidatingAdmissionPolicy: %v", c.patch, err)
+				}
+				t.Logf("denied as expected: %v", err)
+			}
+		})
+	}
+}
+
 func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -122,4 +159,56 @@ func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// TestGuardrailsConfineDiscovery plays gpu-discovery's identity: on its own node it may add
+// nvidia.com/gpu.present=true where the label is absent, and nothing else. The real
+// discovery program, reading a fake sysfs with one GPU, passes them on its node and keeps a
+// person's "false" on another.
+func TestGuardrailsConfineDiscovery(t *testing.T) {
+	d := deployed(t)
+	joinNode(t, fakenode.Spec{Name: "disc-own"})
+	joinNode(t, fakenode.Spec{Name: "disc-other"})
+	joinNode(t, fakenode.Spec{Name: "disc-optout", Labels: map[string]string{config.LabelGPUPresent: "false"}})
+	const sa = "gpu-discovery"
+	disc := clientFor(t, fakenode.AgentConfig(env.cfg, d.ns, sa, "disc-own"))
+	discOnOptOut := clientFor(t, fakenode.AgentConfig(env.cfg, d.ns, sa, "disc-optout"))
+	present := func(v string) string { return `{"metadata":{"labels":{"` + config.LabelGPUPresent + `":` + v + `}}}` }
+
+	// In order: each case starts from the node the previous ones left.
+	cases := []patchCase{
+		{"another node, gpu.present added", disc, "disc-other", present(`"true"`), false},
+		{"own node, gpu.present=false added", disc, "disc-own", present(`"false"`), false},
+		{"own node, another nvidia.com/ label", disc, "disc-own",
+			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":"true"}}}`, false},
+		{"own node, gpu.present=true and another nvidia.com/ label", disc, "disc-own",
+			`{"metadata":{"labels":{"` + config.LabelGPUPresent + `":"true","` + config.LabelDeployDriver + `":"true"}}}`, false},
+		{"own node, nvidia.com/ annotation", disc, "disc-own",
+			`{"metadata":{"annotations":{"` + config.AnnotationGateStatus + `":"{}"}}}`, false},
+		{"own node, taint", disc, "disc-own",
+			`{"spec":{"taints":[{"key":"nvidia.com/gpu","value":"x","effect":"NoSchedule"}]}}`, false},
+		{"own node, gpu.present=true added", disc, "disc-own", present(`"true"`), true},
+		{"own node, gpu.present removed", disc, "disc-own", present(`null`), false},
+		{"own node, gpu.present turned false", disc, "disc-own", present(`"false"`), false},
+		{"opt-out node, a person's false overwritten", discOnOptOut, "disc-optout", present(`"true"`), false},
+	}
+	checkPatches(t, cases)
+
+	t.Run("the discovery program through the guardrails", func(t *testing.T) {
+		sysfs := discovertest.New(t)
+		sysfs.Add("0000:3b:00.0", "0x10de", "0x030200")
+		joinNode(t, fakenode.Spec{Name: "disc-program"})
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		for _, n := range []struct {
+			node, want string
+		}{{"disc-program", "true"}, {"disc-optout", "false"}} {
+			r := &discover.Reconciler{Client: clientFor(t, fakenode.AgentConfig(env.cfg, d.ns, sa, n.node)), Node: n.node, HostRoot: sysfs.Root, Log: log}
+			if _, err := r.Reconcile(context.Background()); err != nil {
+				t.Fatalf("%s: %v", n.node, err)
+			}
+			if got := nodeLabels(t, n.node)[config.LabelGPUPresent]; got != n.want {
+				t.Fatalf("%s: %s=%q, want %q", n.node, config.LabelGPUPresent, got, n.want)
+			}
+		}
+	})
 }

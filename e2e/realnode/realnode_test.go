@@ -95,6 +95,9 @@ func testRealNode(t *testing.T, c nodeCase, images *imageSet, timing *timingFile
 	createWorkload(t, name)
 	agent := s.waitStagePod("gpu-node-agent", 90*time.Second)
 	agentCID := agent.Status.ContainerStatuses[0].ContainerID
+	// Discovery runs here too, unprivileged, reading the host's /sys: Ready means it scanned the
+	// bus and reached the API server (this machine has no NVIDIA GPU; the label is preset).
+	s.waitStagePod("gpu-discovery", 90*time.Second)
 
 	driver := s.waitStagePod("gpu-driver", 90*time.Second)
 	s.waitLabel(config.LabelDeployToolkit, "true", 60*time.Second)

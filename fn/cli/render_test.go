@@ -19,7 +19,7 @@ func TestRenderWritesTree(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if !strings.Contains(out, "26 objects, 28 files") {
+	if !strings.Contains(out, "30 objects, 32 files") {
 		t.Fatalf("stdout: %s", out)
 	}
 	for _, f := range []string{"kustomization.yaml", AuditFile, "00-prereqs/namespace-gpu-system.yaml", "01-driver/daemonset-gpu-driver.yaml",

@@ -43,7 +43,26 @@ func (s *snapshot) diagnoseNodes() error {
 	if s.in.Node != "" && !found {
 		return fmt.Errorf("--node %s: no such node in the cluster", s.in.Node)
 	}
+	if len(s.nodeReports) == 0 && s.in.Node == "" && s.in.Pod == "" {
+		s.report.Cluster = append(s.report.Cluster, s.noGPUNodes())
+	}
 	return nil
+}
+
+// noGPUNodes: nothing matches the entry selector, so no stage runs anywhere. With the default
+// selector that is nvidia.com/gpu.present, which spec.discovery says who sets.
+func (s *snapshot) noGPUNodes() Finding {
+	sel := selectorString(s.exp.EntrySelector)
+	fix := "label the GPU nodes: kubectl label node NODE " + sel
+	if _, ok := s.exp.EntrySelector[config.LabelGPUPresent]; ok {
+		fix = fmt.Sprintf("%s is set by spec.discovery: with builtin (the default) the gpu-discovery pods set it on nodes with an NVIDIA GPU on the PCI bus (kubectl -n %s logs ds/gpu-discovery); with nfd, Node Feature Discovery's NodeFeatureRule; with none, a person: kubectl label node NODE %s",
+			config.LabelGPUPresent, s.exp.Namespace, sel)
+	}
+	return Finding{
+		Severity: SeverityWarning, Check: "no-gpu-nodes",
+		Message: fmt.Sprintf("no node matches the entry selector %s: no stage of the GPU stack runs on any node", sel),
+		Fix:     fix,
+	}
 }
 
 func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {

@@ -62,7 +62,7 @@ func TestGeneratorFunctionConfig(t *testing.T) {
 		}
 		kinds[it.GetKind()]++
 	}
-	if kinds["DaemonSet"] != 6 || kinds["ConfigMap"] != 4 || kinds["Namespace"] != 1 {
+	if kinds["DaemonSet"] != 7 || kinds["ConfigMap"] != 4 || kinds["Namespace"] != 1 {
 		t.Fatalf("unexpected items: %v", kinds)
 	}
 	// kpt writes each object where `render -o` would.
@@ -91,7 +91,7 @@ func TestPolicyAsItem(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s %v", code, stderr, rl.Results)
 	}
-	if len(rl.Items) != 26 {
+	if len(rl.Items) != 30 { // 26 stack objects + discovery: ServiceAccount, ClusterRole, ClusterRoleBinding, DaemonSet
 		t.Fatalf("got %d items", len(rl.Items))
 	}
 }
@@ -179,7 +179,7 @@ func TestKustomizeInput(t *testing.T) {
 			daemonSets++
 		}
 	}
-	if daemonSets != 7 { // agent, driver, toolkit, 2 device plugins, feature discovery, exporter
+	if daemonSets != 8 { // discovery, agent, driver, toolkit, 2 device plugins, feature discovery, exporter
 		t.Fatalf("%d DaemonSets", daemonSets)
 	}
 }

@@ -23,6 +23,8 @@ type placement struct {
 	pool map[string]string // node pool selector the node must match
 	// excludePools keeps the DaemonSet off every node pool (the device plugin for the rest).
 	excludePools bool
+	// everyLinuxNode ignores the entry selector: for discovery, which sets the entry label.
+	everyLinuxNode bool
 }
 
 // nodeAffinity is the entry selector AND the stage gate AND the placement, as required node

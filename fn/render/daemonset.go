@@ -32,9 +32,15 @@ type daemonSet struct {
 }
 
 func (c *plan) build(d daemonSet) (Object, error) {
-	affinity, err := c.nodeAffinity(d.placement)
-	if err != nil {
-		return Object{}, err
+	var affinity *corev1.Affinity
+	var nodeSelector map[string]string
+	if d.placement.everyLinuxNode {
+		nodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
+	} else {
+		var err error
+		if affinity, err = c.nodeAffinity(d.placement); err != nil {
+			return Object{}, err
+		}
 	}
 	selector := map[string]string{LabelName: d.name}
 	podLabels := maps.Clone(c.labels(d.name))
@@ -48,6 +54,7 @@ func (c *plan) build(d daemonSet) (Object, error) {
 		ServiceAccountName:           sa,
 		AutomountServiceAccountToken: &automount,
 		PriorityClassName:            c.p.Spec.PriorityClassName,
+		NodeSelector:                 nodeSelector,
 		Affinity:                     affinity,
 		Tolerations:                  c.p.Spec.Tolerations,
 		ImagePullSecrets:             c.pullSecrets(),

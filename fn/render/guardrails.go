@@ -19,7 +19,8 @@ const nodeNameClaim = "authentication.kubernetes.io/node-name"
 // this label prefix" or "only your own node"): every node request they make must be an
 // update of the node their pod runs on that changes no spec (taints, unschedulable, podCIDR),
 // no label or annotation outside nvidia.com/, and of the status nothing but the node agent's
-// own condition (config.ConditionGPUStackReady).
+// own condition (config.ConditionGPUStackReady); gpu-discovery may only add
+// nvidia.com/gpu.present=true.
 //
 // The rules hold for both the node and its nodes/status subresource: the API server runs
 // admission on the whole object after the subresource's strategy reset what that request may
@@ -30,9 +31,9 @@ func renderGuardrails(c *plan) (Objects, error) {
 		return nil, nil
 	}
 	fail := admissionv1.Fail
-	users := make([]string, 0, 2)
-	for _, sa := range c.nodeWriters() {
-		users = append(users, celString(c.serviceAccountUser(sa)))
+	users := make([]string, 0, 3)
+	for _, r := range c.roles() {
+		users = append(users, celString(c.serviceAccountUser(r.serviceAccount)))
 	}
 	claim := fmt.Sprintf("request.userInfo.extra[%s]", celString(nodeNameClaim))
 	prefix := celString(config.ManagedPrefix)
@@ -61,7 +62,7 @@ func renderGuardrails(c *plan) (Objects, error) {
 				Name:       "gpupolicy-node-writers",
 				Expression: fmt.Sprintf("request.userInfo.username in [%s]", strings.Join(users, ", ")),
 			}},
-			Validations: []admissionv1.Validation{
+			Validations: append([]admissionv1.Validation{
 				{
 					Expression: "request.operation == 'UPDATE' && (!has(request.subResource) || request.subResource == '' || (request.subResource == 'status' && request.userInfo.username == " + agent + "))",
 					Message:    "the GPU node agents may only update nodes (not create or delete them); only the node agent may update a node's status",
@@ -91,7 +92,7 @@ func renderGuardrails(c *plan) (Objects, error) {
 					Expression: "request.operation != 'UPDATE' || (" + unchangedStatus(statusFields) + ")",
 					Message:    "the GPU node agents may not change a node's status besides the " + config.ConditionGPUStackReady + " condition (capacity, allocatable, addresses, nodeInfo, ...)",
 				},
-			},
+			}, c.discoveryValidations()...),
 		},
 	}
 	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
@@ -108,12 +109,42 @@ func renderGuardrails(c *plan) (Objects, error) {
 	}, nil
 }
 
+// discoveryValidations narrow the discovery program further than the node agents: on top of
+// the rules above, it may only add nvidia.com/gpu.present=true where the label is absent
+// (never change a person's value, never remove it) and touch no other label or annotation.
+func (c *plan) discoveryValidations() []admissionv1.Validation {
+	if !c.builtinDiscovery() {
+		return nil
+	}
+	notDiscovery := "request.operation != 'UPDATE' || request.userInfo.username != " + celString(c.serviceAccountUser(NameDiscovery)) + " || "
+	key := celString(config.LabelGPUPresent)
+	has := func(o string) string {
+		return fmt.Sprintf("(has(%[1]s.metadata.labels) && %[2]s in %[1]s.metadata.labels)", o, key)
+	}
+	added := fmt.Sprintf("(!%s && %s && object.metadata.labels[%s] == 'true')", has("oldObject"), has("object"), key)
+	return []admissionv1.Validation{
+		{
+			Expression: notDiscovery + "(" + unchangedUnless("labels", "k == "+key) + ") && ((" + unchangedUnless("labels", "false") + ") || " + added + ")",
+			Message:    "GPU discovery may only add the label " + config.LabelGPUPresent + "=true where it is absent: no other label, and never change or remove a value that is set",
+		},
+		{
+			Expression: notDiscovery + "(" + unchangedUnless("annotations", "false") + ")",
+			Message:    "GPU discovery may not change node annotations",
+		},
+	}
+}
+
 // unchangedOutside is CEL that holds when no key of metadata.<m> outside prefix was added,
-// removed or changed. Written without map literals so it type-checks for absent maps.
-func unchangedOutside(m, prefix string) string {
+// removed or changed.
+func unchangedOutside(m, prefix string) string { return unchangedUnless(m, "k.startsWith("+prefix+")") }
+
+// unchangedUnless is CEL that holds when no key k of metadata.<m> for which exempt (CEL on k)
+// is false was added, removed or changed. Written without map literals so it type-checks for
+// absent maps.
+func unchangedUnless(m, exempt string) string {
 	side := func(a, b string) string {
-		return fmt.Sprintf("(!has(%[1]s.metadata.%[3]s) || %[1]s.metadata.%[3]s.all(k, k.startsWith(%[4]s) || (has(%[2]s.metadata.%[3]s) && k in %[2]s.metadata.%[3]s && %[2]s.metadata.%[3]s[k] == %[1]s.metadata.%[3]s[k])))",
-			a, b, m, prefix)
+		return fmt.Sprintf("(!has(%[1]s.metadata.%[3]s) || %[1]s.metadata.%[3]s.all(k, %[4]s || (has(%[2]s.metadata.%[3]s) && k in %[2]s.metadata.%[3]s && %[2]s.metadata.%[3]s[k] == %[1]s.metadata.%[3]s[k])))",
+			a, b, m, exempt)
 	}
 	return side("object", "oldObject") + " && " + side("oldObject", "object")
 }

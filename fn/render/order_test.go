@@ -15,7 +15,7 @@ import (
 
 func TestOrderingMetadata(t *testing.T) {
 	wantWave := map[string]int{
-		render.NameNodeAgent: -1, render.NameDriver: 0, render.NameToolkit: 1,
+		render.NameDiscovery: -1, render.NameNodeAgent: -1, render.NameDriver: 0, render.NameToolkit: 1,
 		render.NameDevicePlugin: 2, render.NameFeatureDiscovery: 3, render.NameExporter: 3,
 	}
 	for _, name := range cases(t) {
@@ -44,7 +44,8 @@ func TestOrderingMetadata(t *testing.T) {
 }
 
 // TestGates: every stage DaemonSet requires the entry selector and its stage label In [true]
-// in every node affinity term; the node agent needs only the entry selector.
+// in every node affinity term; the node agent needs only the entry selector. Discovery, which
+// sets the entry label, runs on every Linux node instead.
 func TestGates(t *testing.T) {
 	gate := map[render.Stage]string{
 		render.StageDriver: config.LabelDeployDriver, render.StageToolkit: config.LabelDeployToolkit,
@@ -52,6 +53,12 @@ func TestGates(t *testing.T) {
 	}
 	eachDaemonSet(t, func(name string, p *v1alpha1.GPUPolicy, o render.Object, ds *appsv1.DaemonSet) {
 		want := gate[o.Stage]
+		if ds.Name == render.NameDiscovery {
+			if sel := ds.Spec.Template.Spec.NodeSelector; len(sel) != 1 || sel[corev1.LabelOSStable] != "linux" || ds.Spec.Template.Spec.Affinity != nil {
+				t.Errorf("%s %s: discovery must run on every Linux node: nodeSelector %v, affinity %v", name, o, sel, ds.Spec.Template.Spec.Affinity)
+			}
+			return
+		}
 		switch ds.Name {
 		case render.NameFeatureDiscovery:
 			want = config.LabelDeployFeatureDiscovery

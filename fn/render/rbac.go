@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 )
 
 // nodeWriterRules are the only API permissions the output grants: the node agent (gates,
@@ -27,6 +29,17 @@ func rulesFor(sa string) []rbacv1.PolicyRule {
 	return nodeWriterRules
 }
 
+// discoveryRules let gpu-discovery read and patch its node (the guardrails confine the patch
+// to adding nvidia.com/gpu.present on its own node) and report a lost GPU as an Event. It
+// reads one node by name, so it needs neither list nor watch.
+var discoveryRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+}
+
+// builtinDiscovery reports whether gpu-discovery runs.
+func (c *plan) builtinDiscovery() bool { return c.discovery() == v1alpha1.DiscoveryBuiltin }
+
 // serviceAccounts are one per component so the audit attributes every permission to one
 // DaemonSet; only those with RBAC rules mount a token.
 func (c *plan) serviceAccounts() []string {
@@ -36,6 +49,9 @@ func (c *plan) serviceAccounts() []string {
 	}
 	if c.exporter() {
 		names = append(names, NameExporter)
+	}
+	if c.builtinDiscovery() {
+		names = append(names, NameDiscovery)
 	}
 	return names
 }
@@ -48,10 +64,27 @@ func (c *plan) nodeWriters() []string {
 	return []string{NameNodeAgent}
 }
 
+// roles are the service accounts with API permissions and their rules.
+func (c *plan) roles() []role {
+	var out []role
+	for _, sa := range c.nodeWriters() {
+		out = append(out, role{sa, rulesFor(sa)})
+	}
+	if c.builtinDiscovery() {
+		out = append(out, role{NameDiscovery, discoveryRules})
+	}
+	return out
+}
+
+type role struct {
+	serviceAccount string
+	rules          []rbacv1.PolicyRule
+}
+
 // needsToken reports whether a component's pods talk to the API server.
 func (c *plan) needsToken(sa string) bool {
-	for _, w := range c.nodeWriters() {
-		if w == sa {
+	for _, r := range c.roles() {
+		if r.serviceAccount == sa {
 			return true
 		}
 	}
@@ -68,7 +101,8 @@ func renderRBAC(c *plan) (Objects, error) {
 			AutomountServiceAccountToken: &automount,
 		}})
 	}
-	for _, sa := range c.nodeWriters() {
+	for _, r := range c.roles() {
+		sa := r.serviceAccount
 		// Cluster-scoped names carry the namespace so two policies in one cluster do not collide.
 		name := c.clusterRoleName(sa)
 		m := c.meta(sa, false) // labelled with the component; ':' is not allowed in label values
@@ -77,7 +111,7 @@ func renderRBAC(c *plan) (Objects, error) {
 			Object{Stage: StagePrereqs, Component: "rbac", Obj: &rbacv1.ClusterRole{
 				TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
 				ObjectMeta: m,
-				Rules:      rulesFor(sa),
+				Rules:      r.rules,
 			}},
 			Object{Stage: StagePrereqs, Component: "rbac", Obj: &rbacv1.ClusterRoleBinding{
 				TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),

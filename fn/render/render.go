@@ -11,7 +11,9 @@
 //	                    (nodes get/list/watch/patch, events), ConfigMaps (containerd drop-in,
 //	                    agent config, device plugin config per pool), RuntimeClass (scheduling on
 //	                    nvidia.com/gpu.toolkit.ready=true), guardrails (ValidatingAdmissionPolicy +
-//	                    Binding), the gpu-node-agent DaemonSet (entry selector only)
+//	                    Binding), the gpu-node-agent DaemonSet (entry selector only); per
+//	                    spec.discovery the gpu-discovery DaemonSet (every Linux node: it sets
+//	                    the entry label nvidia.com/gpu.present) or an NFD NodeFeatureRule
 //	driver (0)          gpu-driver: validator (preinstalled) or NVIDIA's driver container; OnDelete
 //	container-toolkit (1) gpu-container-toolkit: toolkit binaries + reviewed drop-in install
 //	device-plugin (2)   gpu-device-plugin and gpu-device-plugin-<pool> (the first excludes the pools)
@@ -76,6 +78,7 @@ const (
 	NameFeatureDiscovery = "gpu-feature-discovery"
 	NameExporter         = "gpu-exporter"
 	NameGuardrails       = "gpupolicy-node-guardrails"
+	NameDiscovery        = "gpu-discovery"
 )
 
 // renderer makes the objects of one component.
@@ -88,6 +91,7 @@ var renderers = []renderer{
 	renderConfigMaps,
 	renderRuntimeClass,
 	renderGuardrails,
+	renderDiscovery,
 	renderNodeAgent,
 	renderDriver,
 	renderToolkit,

@@ -18,8 +18,9 @@ import (
 
 // crdKinds have no Go types in k8s.io/api; their required fields are checked by hand.
 var crdKinds = map[schema.GroupVersionKind][]string{
-	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}: {"spec.selector", "spec.endpoints"},
-	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}: {"spec.groups"},
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}:  {"spec.selector", "spec.endpoints"},
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}:  {"spec.groups"},
+	{Group: "nfd.k8s-sigs.io", Version: "v1alpha1", Kind: "NodeFeatureRule"}: {"spec.rules"},
 }
 
 // TestStrictDecode decodes every rendered object of every case, as written, strictly into its

@@ -50,6 +50,7 @@ func (c *checker) cluster(s *v1alpha1.Spec, p *field.Path) {
 		c.versionFormat(p.Child("kubernetesVersion"), s.KubernetesVersion, kubeMinorRE, kubeNearRE, `"1.34" (the cluster's minor version)`)
 	}
 	c.oneOf(p.Child("gitops"), s.GitOps, v1alpha1.GitOpsArgoCD, v1alpha1.GitOpsFlux, v1alpha1.GitOpsNone)
+	c.oneOf(p.Child("discovery"), s.Discovery, v1alpha1.DiscoveryBuiltin, v1alpha1.DiscoveryNFD, v1alpha1.DiscoveryNone)
 	if s.Registry != "" && !registryHost.MatchString(s.Registry) {
 		c.errorf(p.Child("registry"), s.Registry, "%q is not a registry host: write host[:port][/path] without scheme or trailing '/', e.g. \"registry.internal:5000/mirror\"", s.Registry)
 	} else if why := render.ReferenceLimit(s.Registry + "/x"); s.Registry != "" && why != "" {

@@ -16,6 +16,7 @@ import (
 const (
 	DefaultNamespace         = "gpu-system"
 	DefaultGitOps            = GitOpsArgoCD
+	DefaultDiscovery         = DiscoveryBuiltin
 	DefaultPriorityClassName = "system-node-critical"
 	DefaultRuntimeName       = "containerd"
 	DefaultContainerdVersion = "2.1"
@@ -40,6 +41,10 @@ const (
 	GitOpsArgoCD = "argocd"
 	GitOpsFlux   = "flux"
 	GitOpsNone   = "none"
+
+	DiscoveryBuiltin = "builtin"
+	DiscoveryNFD     = "nfd"
+	DiscoveryNone    = "none"
 
 	RestartSystemd = "systemd"
 	RestartSignal  = "signal"
@@ -93,6 +98,14 @@ func (t *TimeSlicing) GetReplicas() int {
 	return *t.Replicas
 }
 
+// GetDiscovery is who sets nvidia.com/gpu.present: the value set, else the default.
+func (s *Spec) GetDiscovery() string {
+	if s == nil || s.Discovery == "" {
+		return DefaultDiscovery
+	}
+	return s.Discovery
+}
+
 // GetPort is the exporter's port: the value set, else the default.
 func (e *Exporter) GetPort() int {
 	if e == nil || e.Port == nil {
@@ -110,6 +123,7 @@ func Default(p *GPUPolicy) {
 	s := &p.Spec
 	orDefault(&s.Namespace, DefaultNamespace)
 	orDefault(&s.GitOps, DefaultGitOps)
+	s.Discovery = s.GetDiscovery()
 	orDefault(&s.PriorityClassName, DefaultPriorityClassName)
 	if len(s.NodeSelector) == 0 {
 		s.NodeSelector = DefaultNodeSelector()

@@ -41,6 +41,12 @@ type Spec struct {
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// GitOps selects the ordering metadata: argocd | flux | none. Default argocd.
 	GitOps string `json:"gitops,omitempty"`
+	// Discovery says who sets nvidia.com/gpu.present=true on GPU nodes: builtin (a small
+	// unprivileged DaemonSet on every Linux node reads the PCI bus and sets only that label on
+	// its own node, never over a person's "false"), nfd (a NodeFeatureRule for a cluster that
+	// runs Node Feature Discovery) or none (a person or another tool labels the nodes).
+	// Default builtin.
+	Discovery string `json:"discovery,omitempty"`
 	// Registry replaces the registry host of every image (air-gapped mirrors). Default none.
 	Registry string `json:"registry,omitempty"`
 	// ImagePullSecrets are secret names added to every pod.

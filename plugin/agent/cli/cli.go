@@ -38,13 +38,15 @@ func commands() []command {
 		{"driver", "check the node's NVIDIA driver against the policy; label version and drift (--watch: validator with readiness)", driverFlags},
 		{"toolkit install", "install the rendered containerd drop-in (merge, import, atomic write, restart, CDI spec with --cdi-spec, verify, status file)", toolkitInstallFlags},
 		{"toolkit uninstall", "remove the drop-in and the status file, restart containerd per --restart-mode", toolkitUninstallFlags},
+		{"discover", "scan the PCI bus for NVIDIA GPUs every --interval and set nvidia.com/gpu.present=true on this node when one is there (never over a person's value; a lost GPU is a GPULost Warning Event, the label stays); without --node/NODE_NAME print the GPUs found", discoverFlags},
 		{"labels", "label the node with gpu-feature-discovery's GPU feature labels from NVML", labelsFlags},
 	}
 }
 
 const usageHead = `gpu-node-agent: the gpupolicy node agent. It verifies each GPU stage on its own node and opens
 the next nvidia.com/gpu.deploy.* label only then, installs the reviewed containerd drop-in, and
-labels driver drift and GPU features. It only ever changes nvidia.com/ labels and annotations
+labels driver drift and GPU features; its discover subcommand sets nvidia.com/gpu.present on
+nodes with an NVIDIA GPU on the PCI bus. It only ever changes nvidia.com/ labels and annotations
 and the GPUStackReady condition (nodes/status) of the node named by NODE_NAME (or --node).
 
 Usage: gpu-node-agent <subcommand> [flags]
@@ -155,7 +157,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "gpu-node-agent: unknown subcommand %q (gate | driver | toolkit install | toolkit uninstall | labels; --help)\n", strings.TrimSpace(name))
+	fmt.Fprintf(stderr, "gpu-node-agent: unknown subcommand %q (gate | driver | toolkit install | toolkit uninstall | discover | labels; --help)\n", strings.TrimSpace(name))
 	return 2
 }
 
