@@ -16,26 +16,14 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/fakenode"
+	"github.com/gpupolicy/gpupolicy/e2e/internal/wait"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// eventually polls cond until it returns true or timeout passes; the failure message is the
-// last state cond described, so a timeout says what was seen instead of only "timed out".
+// eventually is wait.Eventually without a wider diagnosis: cond's last state says what was seen.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached after %s; last state: %s", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.Eventually(t, timeout, what, nil, cond)
 }
 
 // joinNode registers a fake node, waits until kwok reports it Ready and removes it when the

@@ -14,30 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/realnode"
+	"github.com/gpupolicy/gpupolicy/e2e/internal/wait"
 )
 
-// eventually polls cond until it returns true or timeout passes. On timeout the test fails
-// with what was expected, the last state cond described and diag's view of the node (pods,
-// labels, log tails), so a failure says what the node showed instead of only "timed out".
+// eventually is wait.Eventually with the node's diagnosis on timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, diag func() string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			d := ""
-			if diag != nil {
-				d = "\n" + diag()
-			}
-			t.Fatalf("%s: not reached after %s; last state: %s%s", what, timeout, last, d)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.Eventually(t, timeout, what, diag, cond)
 }
 
 // podSummary describes pods for failure messages: phase, readiness, restarts and why a
