@@ -3,8 +3,8 @@ package cli
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
