@@ -10,8 +10,8 @@ import (
 )
 
 // TestGitHubActionsExample keeps examples/github-actions/workflow.yaml honest: it parses as a
-// workflow, every run script is valid bash, and it uses the commands and flags this package
-// and the render CLI define.
+// workflow, every run script is valid bash, and it and its gpupolicy-pr.sh use the commands
+// and flags this package and the render CLI define.
 func TestGitHubActionsExample(t *testing.T) {
 	data, err := os.ReadFile("../../examples/github-actions/workflow.yaml")
 	if err != nil {
@@ -49,9 +49,19 @@ func TestGitHubActionsExample(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"gpupolicy-fn render -f", "gpupolicy-fn diff --fail-on none", "--fail-on warning", "--fail-on error", "gpupolicy-fn audit -f", "gh pr comment"} {
+	// The per-policy logic is the script beside it (examples/github_actions_test.go runs it).
+	script, err := os.ReadFile("../../examples/github-actions/gpupolicy-pr.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"gpupolicy-fn render -f", ".github/gpupolicy-pr.sh diff ", ".github/gpupolicy-pr.sh verdict ", "gh pr comment"} {
 		if !strings.Contains(all.String(), want) {
 			t.Errorf("workflow lacks %q", want)
+		}
+	}
+	for _, want := range []string{`"$fn" diff --fail-on none`, "--fail-on warning", "--fail-on error", `"$fn" audit -f`} {
+		if !strings.Contains(string(script), want) {
+			t.Errorf("gpupolicy-pr.sh lacks %q", want)
 		}
 	}
 }

@@ -1,0 +1,157 @@
+package examples
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const prScript = "github-actions/gpupolicy-pr.sh"
+
+// Policies of the three outcomes, as base → head.
+var prCases = map[string][2]string{
+	"clean":   {"../fn/diff/testdata/base.yaml", "../fn/diff/testdata/base.yaml"},
+	"warning": {"../fn/diff/testdata/base.yaml", "../fn/diff/testdata/head-upgrade-all.yaml"},
+	"error":   {"../fn/diff/testdata/base.yaml", "../fn/testdata/invalid/cuda13-driver-too-old/policy.yaml"},
+}
+
+// permutations lists every order of xs.
+func permutations(xs []string) [][]string {
+	if len(xs) <= 1 {
+		return [][]string{append([]string{}, xs...)}
+	}
+	var out [][]string
+	for i := range xs {
+		rest := append(append([]string{}, xs[:i]...), xs[i+1:]...)
+		for _, p := range permutations(rest) {
+			out = append(out, append([]string{xs[i]}, p...))
+		}
+	}
+	return out
+}
+
+// prRepo lays out a GitOps repository whose clusters are the given outcomes in that order
+// (clusters/0-error, clusters/1-clean, ...: the script's glob visits them so) and its base
+// checkout.
+func prRepo(t *testing.T, order []string) (repo, base string) {
+	t.Helper()
+	repo, base = t.TempDir(), t.TempDir()
+	for i, kind := range order {
+		name := fmt.Sprintf("clusters/%d-%s/gpupolicy.yaml", i, kind)
+		for j, root := range []string{base, repo} {
+			data, err := os.ReadFile(prCases[kind][j])
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(root, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return repo, base
+}
+
+func runPR(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	script, err := filepath.Abs(prScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GPUPOLICY_FN="+gpupolicyFn(t))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestPRScriptWorstWins runs the workflow's per-policy logic with error, warning and clean
+// policies in every order and every combination: errors always win over warnings, warnings
+// over clean, whichever policy comes last (the bug this replaces let a later warning-only
+// policy overwrite an error, so the accept-warnings label let errors through).
+func TestPRScriptWorstWins(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash not installed")
+	}
+	for _, set := range [][]string{{"error", "warning", "clean"}, {"error", "warning"}, {"error", "clean"}, {"warning", "clean"}, {"clean"}, {"error"}, {"warning"}} {
+		want := "status=0"
+		switch {
+		case strings.Contains(strings.Join(set, " "), "error"):
+			want = "status=2"
+		case strings.Contains(strings.Join(set, " "), "warning"):
+			want = "status=1"
+		}
+		for _, order := range permutations(set) {
+			repo, base := prRepo(t, order)
+			report := filepath.Join(t.TempDir(), "diff.md")
+			out, err := runPR(t, repo, "diff", base, report)
+			if err != nil || strings.TrimSpace(out) != want {
+				t.Errorf("%v: %v, output %q, want %q", order, err, out, want)
+				continue
+			}
+			md, _ := os.ReadFile(report)
+			for i, kind := range order {
+				name := fmt.Sprintf("clusters/%d-%s/gpupolicy.yaml", i, kind)
+				if !strings.Contains(string(md), name) {
+					t.Errorf("%v: the report lacks %s", order, name)
+				}
+			}
+			if strings.Contains(want, "2") && !strings.Contains(string(md), "**error**: gpupolicy-fn diff failed:") || strings.Contains(want, "2") && !strings.Contains(string(md), "spec.cuda.version") {
+				t.Errorf("%v: the report must say why the invalid policy failed:\n%s", order, md)
+			}
+		}
+	}
+}
+
+// TestPRScriptNewPolicy: a policy that the base lacks gets its audit; an invalid new one is an
+// error.
+func TestPRScriptNewPolicy(t *testing.T) {
+	repo, base := prRepo(t, []string{"clean"})
+	for name, src := range map[string]string{"new": "../fn/diff/testdata/base.yaml", "new-bad": prCases["error"][1]} {
+		data, _ := os.ReadFile(src)
+		p := filepath.Join(repo, "clusters", name, "gpupolicy.yaml")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report := filepath.Join(t.TempDir(), "diff.md")
+	out, err := runPR(t, repo, "diff", base, report)
+	md, _ := os.ReadFile(report)
+	if err != nil || strings.TrimSpace(out) != "status=2" || !strings.Contains(string(md), "New policy: its audit follows.") || !strings.Contains(string(md), "**error**: gpupolicy-fn audit failed:") {
+		t.Errorf("%v %q:\n%s", err, out, md)
+	}
+}
+
+// TestPRScriptVerdict: the label accepts warnings, never errors, and a missing status (the
+// diff step broke) fails.
+func TestPRScriptVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		status, accept string
+		fail           bool
+		annotation     string
+	}{
+		{"0", "false", false, "no findings"},
+		{"1", "true", false, "::warning::"},
+		{"1", "false", true, "::error::gpupolicy diff found warnings"},
+		{"2", "true", true, "::error::gpupolicy diff found errors"},
+		{"2", "false", true, "::error::gpupolicy diff found errors"},
+		{"", "true", true, "did not finish"},
+	} {
+		out, err := runPR(t, t.TempDir(), "verdict", tc.status, tc.accept)
+		if (err != nil) != tc.fail || !strings.Contains(out, tc.annotation) {
+			t.Errorf("verdict %q %q: err %v, output %q", tc.status, tc.accept, err, out)
+		}
+	}
+	if _, err := runPR(t, t.TempDir(), "bogus"); err == nil {
+		t.Error("an unknown subcommand must fail")
+	}
+}
