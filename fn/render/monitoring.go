@@ -46,8 +46,9 @@ func (c *plan) serviceMonitor() Object {
 			"honorLabels": true,
 		}},
 	}
-	return Object{Stage: StageObservability, Component: "exporter",
-		Obj: c.unstructured(monitoringAPIVersion, "ServiceMonitor", NameExporter, spec)}
+	u := c.unstructured(monitoringAPIVersion, "ServiceMonitor", NameExporter, spec)
+	addLabels(u, c.p.Spec.Exporter.ServiceMonitorLabels)
+	return Object{Stage: StageObservability, Component: "exporter", Obj: u}
 }
 
 type alert struct {
@@ -89,8 +90,22 @@ func (c *plan) prometheusRule() Object {
 		rules = append(rules, r)
 	}
 	spec := map[string]any{"groups": []any{map[string]any{"name": "gpupolicy.gpu", "rules": rules}}}
-	return Object{Stage: StageObservability, Component: "exporter",
-		Obj: c.unstructured(monitoringAPIVersion, "PrometheusRule", NameExporter, spec)}
+	u := c.unstructured(monitoringAPIVersion, "PrometheusRule", NameExporter, spec)
+	addLabels(u, c.p.Spec.Exporter.PrometheusRuleLabels)
+	return Object{Stage: StageObservability, Component: "exporter", Obj: u}
+}
+
+// addLabels adds a Prometheus's selector labels (serviceMonitorLabels, prometheusRuleLabels);
+// validation keeps them off the labels render sets itself.
+func addLabels(u *unstructured.Unstructured, extra map[string]string) {
+	if len(extra) == 0 {
+		return
+	}
+	l := u.GetLabels()
+	for k, v := range extra {
+		l[k] = v
+	}
+	u.SetLabels(l)
 }
 
 // xidExpr fires on an XID counter that rose in the last 10 minutes, and on one that appeared in

@@ -38,7 +38,7 @@ func TestPrometheusRulesPromtool(t *testing.T) {
 	for _, name := range cases(t) {
 		p, objs := load(t, name)
 		spec := prometheusRule(t, objs)
-		want := v1alpha1.Bool(p.Spec.Exporter.Enabled) && v1alpha1.Bool(p.Spec.Exporter.ServiceMonitor)
+		want := v1alpha1.Bool(p.Spec.Exporter.Enabled) && v1alpha1.Bool(p.Spec.Exporter.PrometheusRule)
 		if (spec != nil) != want {
 			t.Fatalf("%s: PrometheusRule present = %v, want %v", name, spec != nil, want)
 		}
