@@ -115,4 +115,3 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
-

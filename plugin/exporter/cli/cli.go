@@ -70,7 +70,6 @@ Flags:
 	return o, common, nil
 }
 
-
 // Main is the gpu-exporter command line (without the program name): it parses args, serves
 // until ctx ends and returns the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
