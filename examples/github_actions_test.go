@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 const prScript = "github-actions/gpupolicy-pr.sh"
@@ -153,5 +155,107 @@ func TestPRScriptVerdict(t *testing.T) {
 	}
 	if _, err := runPR(t, t.TempDir(), "bogus"); err == nil {
 		t.Error("an unknown subcommand must fail")
+	}
+}
+
+// TestReleaseWorkflow keeps examples/github-actions/release.yaml honest: a tag push builds the
+// image for amd64 and arm64, every run script is valid bash, and the pinning goes through
+// pin-image.sh (TestPinImage runs it).
+func TestReleaseWorkflow(t *testing.T) {
+	data, err := os.ReadFile("github-actions/release.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		Jobs map[string]struct {
+			Steps []struct {
+				Name string            `json:"name"`
+				Uses string            `json:"uses"`
+				Run  string            `json:"run"`
+				With map[string]string `json:"with"`
+			} `json:"steps"`
+		} `json:"jobs"`
+	}
+	if err := yaml.Unmarshal(data, &wf); err != nil {
+		t.Fatal(err)
+	}
+	// YAML 1.1 reads the key "on" as true, so it is checked as text.
+	if !strings.Contains(string(data), "\non:\n  push:\n    tags: [\"v*\"]\n") {
+		t.Error("want a workflow on push of tags v*")
+	}
+	var runs strings.Builder
+	platforms := ""
+	for _, job := range wf.Jobs {
+		for _, s := range job.Steps {
+			if p, ok := s.With["platforms"]; ok {
+				platforms = p
+			}
+			if s.Run == "" {
+				continue
+			}
+			runs.WriteString(s.Run)
+			cmd := exec.Command("bash", "-n")
+			cmd.Stdin = strings.NewReader(s.Run)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("step %q is not valid bash: %v\n%s", s.Name, err, out)
+			}
+		}
+	}
+	if platforms != "linux/amd64,linux/arm64" {
+		t.Errorf("image platforms %q, want linux/amd64,linux/arm64", platforms)
+	}
+	for _, want := range []string{".github/pin-image.sh \"$IMAGE@$DIGEST\"", "./fn/cmd/gpupolicy-fn", "GOARCH=\"$arch\"", "CHANGELOG.md"} {
+		if !strings.Contains(runs.String(), want) {
+			t.Errorf("release.yaml lacks %q", want)
+		}
+	}
+}
+
+// yqV4 is a yq that speaks mikefarah/yq v4 (what GitHub's runners have), or "".
+func yqV4() string {
+	for _, p := range []string{os.Getenv("YQ"), "yq"} {
+		if p == "" {
+			continue
+		}
+		path, err := exec.LookPath(p)
+		if err != nil {
+			continue
+		}
+		if out, err := exec.Command(path, "--version").Output(); err == nil && strings.Contains(string(out), "mikefarah") {
+			return path
+		}
+	}
+	return ""
+}
+
+// TestPinImage runs the release's pinning step: the policy's spec.images.gpupolicy becomes
+// the image by digest, the tree renders, and every container of the gpupolicy image runs that
+// reference; a reference without a digest, or with one that is not sha256:<64 hex>, fails.
+func TestPinImage(t *testing.T) {
+	yq := yqV4()
+	if yq == "" {
+		t.Skip("yq v4 (github.com/mikefarah/yq) not installed; set YQ to its path (go install github.com/mikefarah/yq/v4@v4.44.3)")
+	}
+	script, _ := filepath.Abs("github-actions/pin-image.sh")
+	run := func(ref, out string) (string, error) {
+		cmd := exec.Command("bash", script, ref, "kustomize/gpupolicy.yaml", out)
+		cmd.Env = append(os.Environ(), "GPUPOLICY_FN="+gpupolicyFn(t), "PATH="+filepath.Dir(yq)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	ref := "ghcr.io/gpupolicy/gpupolicy@sha256:" + strings.Repeat("0123456789abcdef", 4)
+	out := filepath.Join(t.TempDir(), "pinned")
+	msg, err := run(ref, out)
+	if err != nil || !strings.Contains(msg, "pinned: ") || !strings.Contains(msg, " containers run "+ref) {
+		t.Fatalf("%v: %s", err, msg)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "gpupolicy.yaml")); !strings.Contains(string(b), ref) {
+		t.Errorf("the pinned policy lacks %s:\n%s", ref, b)
+	}
+	if msg, err := run("ghcr.io/gpupolicy/gpupolicy:v0.1.0", filepath.Join(t.TempDir(), "x")); err == nil || !strings.Contains(msg, "is not IMAGE@sha256:DIGEST") {
+		t.Errorf("a tag instead of a digest: %v %s", err, msg)
+	}
+	if msg, err := run("ghcr.io/gpupolicy/gpupolicy@sha256:abc", filepath.Join(t.TempDir(), "y")); err == nil || !strings.Contains(msg, "spec.images.gpupolicy") {
+		t.Errorf("a short digest must fail render with the field path: %v %s", err, msg)
 	}
 }
