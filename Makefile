@@ -7,11 +7,14 @@ GO        ?= go
 CACHE     ?= $(HOME)/.cache/gpupolicy
 KUSTOMIZE_VERSION   ?= v5.8.2
 STATICCHECK_VERSION ?= v0.8.2
+YQ_VERSION          ?= v4.44.3
 KUSTOMIZE   ?= $(CACHE)/tools/kustomize-$(KUSTOMIZE_VERSION)/kustomize
 STATICCHECK ?= $(CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+# yq v4 runs the release example's pin-image.sh in ./examples' tests (GitHub's runners have one).
+YQ          ?= $(CACHE)/tools/yq-$(YQ_VERSION)/yq
 # go-nvml's cgo bindings declare deprecated NVML calls; the warnings are noise, not defects.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
-export KUSTOMIZE
+export KUSTOMIZE YQ
 
 BINARIES := gpupolicy-fn gpu-device-plugin gpu-exporter gpu-node-agent
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0)
@@ -47,11 +50,15 @@ image: build ## build the image from Dockerfile into bin/gpupolicy-image.tar (do
 $(IMAGE_TAR): $(IMAGE_INPUTS) bin/.image-inputs
 	@tag=$$(e2e/hack/build-image.sh | tail -n 1); echo "image: $$tag in $@"
 
-tools: $(KUSTOMIZE) $(STATICCHECK) ## install pinned kustomize and staticcheck into $(CACHE)/tools
+tools: $(KUSTOMIZE) $(STATICCHECK) $(YQ) ## install pinned kustomize, staticcheck and yq into $(CACHE)/tools
 
 $(KUSTOMIZE):
 	@echo "tools: installing kustomize $(KUSTOMIZE_VERSION) into $(dir $@) (first run only, about a minute)" >&2
 	@GOBIN=$(dir $@) GOFLAGS= $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+$(YQ):
+	@echo "tools: installing yq $(YQ_VERSION) into $(dir $@) (first run only, about a minute)" >&2
+	@GOBIN=$(dir $@) GOFLAGS= $(GO) install github.com/mikefarah/yq/v4@$(YQ_VERSION)
 
 $(STATICCHECK):
 	@echo "tools: installing staticcheck $(STATICCHECK_VERSION) into $(dir $@) (first run only, a few minutes)" >&2

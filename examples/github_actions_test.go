@@ -211,31 +211,39 @@ func TestReleaseWorkflow(t *testing.T) {
 	}
 }
 
-// yqV4 is a yq that speaks mikefarah/yq v4 (what GitHub's runners have), or "".
-func yqV4() string {
-	for _, p := range []string{os.Getenv("YQ"), "yq"} {
-		if p == "" {
-			continue
-		}
-		path, err := exec.LookPath(p)
+// YQVersion is the yq the release example's pin-image.sh is verified with (the Makefile pins
+// the same; GitHub's runners have a yq v4 too).
+const YQVersion = "v4.44.3"
+
+// yqV4 returns a yq v4 (github.com/mikefarah/yq): $YQ, else where `make tools` installs it.
+// In CI (CI set) a missing one fails the test; elsewhere it skips. Debian's yq package is a
+// different program (a jq wrapper) and does not count.
+func yqV4(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("YQ")
+	if path == "" {
+		home, err := os.UserHomeDir()
 		if err != nil {
-			continue
+			t.Fatal(err)
 		}
-		if out, err := exec.Command(path, "--version").Output(); err == nil && strings.Contains(string(out), "mikefarah") {
-			return path
-		}
+		path = filepath.Join(home, ".cache", "gpupolicy", "tools", "yq-"+YQVersion, "yq")
 	}
-	return ""
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil || !strings.Contains(string(out), "mikefarah") {
+		msg := "yq " + YQVersion + " (github.com/mikefarah/yq) not found at " + path + ": run `make tools` (or set YQ)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return path
 }
 
 // TestPinImage runs the release's pinning step: the policy's spec.images.gpupolicy becomes
 // the image by digest, the tree renders, and every container of the gpupolicy image runs that
 // reference; a reference without a digest, or with one that is not sha256:<64 hex>, fails.
 func TestPinImage(t *testing.T) {
-	yq := yqV4()
-	if yq == "" {
-		t.Skip("yq v4 (github.com/mikefarah/yq) not installed; set YQ to its path (go install github.com/mikefarah/yq/v4@v4.44.3)")
-	}
+	yq := yqV4(t)
 	script, _ := filepath.Abs("github-actions/pin-image.sh")
 	run := func(ref, out string) (string, error) {
 		cmd := exec.Command("bash", script, ref, "kustomize/gpupolicy.yaml", out)
