@@ -179,3 +179,14 @@ func TestREADMEExcerpt(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDiffPresets is the largest change the shipped presets make: two policies rendered
+// and compared field by field (numbers in BENCHMARKS.md).
+func BenchmarkDiffPresets(b *testing.B) {
+	for b.Loop() {
+		code, _, stderr := fntest.Call(Run, Options{Base: "../../policies/preinstalled-containerd-1.7.yaml", Head: "../../policies/containerd-2-cdi.yaml", FailOn: "none"})
+		if code != 0 {
+			b.Fatal(stderr)
+		}
+	}
+}
