@@ -2,6 +2,7 @@ package examples
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,11 +159,11 @@ func TestPRScriptVerdict(t *testing.T) {
 	}
 }
 
-// TestReleaseWorkflow keeps examples/github-actions/release.yaml honest: a tag push builds the
-// image for amd64 and arm64, every run script is valid bash, and the pinning goes through
-// pin-image.sh (TestPinImage runs it).
-func TestReleaseWorkflow(t *testing.T) {
-	data, err := os.ReadFile("github-actions/release.yaml")
+// workflowRuns parses a GitHub Actions workflow and returns its raw text and every step's run
+// script and with: values, failing on a step that is not valid bash.
+func workflowRuns(t *testing.T, path string) (text string, runs string, with map[string]string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,42 +171,74 @@ func TestReleaseWorkflow(t *testing.T) {
 		Jobs map[string]struct {
 			Steps []struct {
 				Name string            `json:"name"`
-				Uses string            `json:"uses"`
 				Run  string            `json:"run"`
 				With map[string]string `json:"with"`
 			} `json:"steps"`
 		} `json:"jobs"`
 	}
 	if err := yaml.Unmarshal(data, &wf); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", path, err)
 	}
-	// YAML 1.1 reads the key "on" as true, so it is checked as text.
-	if !strings.Contains(string(data), "\non:\n  push:\n    tags: [\"v*\"]\n") {
-		t.Error("want a workflow on push of tags v*")
+	if len(wf.Jobs) != 1 {
+		t.Fatalf("%s: want one job, got %d", path, len(wf.Jobs))
 	}
-	var runs strings.Builder
-	platforms := ""
+	var all strings.Builder
+	with = map[string]string{}
 	for _, job := range wf.Jobs {
 		for _, s := range job.Steps {
-			if p, ok := s.With["platforms"]; ok {
-				platforms = p
-			}
+			maps.Copy(with, s.With)
 			if s.Run == "" {
 				continue
 			}
-			runs.WriteString(s.Run)
+			all.WriteString(s.Run)
 			cmd := exec.Command("bash", "-n")
 			cmd.Stdin = strings.NewReader(s.Run)
 			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Errorf("step %q is not valid bash: %v\n%s", s.Name, err, out)
+				t.Errorf("%s: step %q is not valid bash: %v\n%s", path, s.Name, err, out)
 			}
 		}
 	}
-	if platforms != "linux/amd64,linux/arm64" {
-		t.Errorf("image platforms %q, want linux/amd64,linux/arm64", platforms)
+	return string(data), all.String(), with
+}
+
+// TestPullRequestWorkflow keeps github-actions/workflow.yaml honest: it parses as a workflow
+// on pull_request, every run script is valid bash, and it and its gpupolicy-pr.sh use the
+// commands and flags fn/diff and the render CLI define.
+func TestPullRequestWorkflow(t *testing.T) {
+	text, runs, _ := workflowRuns(t, "github-actions/workflow.yaml")
+	// YAML 1.1 reads the key "on" as true, so it is checked as text.
+	if !strings.Contains(text, "\non:\n  pull_request:") {
+		t.Error("want a workflow on pull_request")
+	}
+	script, err := os.ReadFile(prScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"gpupolicy-fn render -f", ".github/gpupolicy-pr.sh diff ", ".github/gpupolicy-pr.sh verdict ", "gh pr comment"} {
+		if !strings.Contains(runs, want) {
+			t.Errorf("workflow lacks %q", want)
+		}
+	}
+	for _, want := range []string{`"$fn" diff --fail-on none`, "--fail-on warning", "--fail-on error", `"$fn" audit -f`} {
+		if !strings.Contains(string(script), want) {
+			t.Errorf("gpupolicy-pr.sh lacks %q", want)
+		}
+	}
+}
+
+// TestReleaseWorkflow keeps examples/github-actions/release.yaml honest: a tag push builds the
+// image for amd64 and arm64, every run script is valid bash, and the pinning goes through
+// pin-image.sh (TestPinImage runs it).
+func TestReleaseWorkflow(t *testing.T) {
+	text, runs, with := workflowRuns(t, "github-actions/release.yaml")
+	if !strings.Contains(text, "\non:\n  push:\n    tags: [\"v*\"]\n") {
+		t.Error("want a workflow on push of tags v*")
+	}
+	if with["platforms"] != "linux/amd64,linux/arm64" {
+		t.Errorf("image platforms %q, want linux/amd64,linux/arm64", with["platforms"])
 	}
 	for _, want := range []string{".github/pin-image.sh \"$IMAGE@$DIGEST\"", "./fn/cmd/gpupolicy-fn", "GOARCH=\"$arch\"", "CHANGELOG.md"} {
-		if !strings.Contains(runs.String(), want) {
+		if !strings.Contains(runs, want) {
 			t.Errorf("release.yaml lacks %q", want)
 		}
 	}
