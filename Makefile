@@ -7,25 +7,28 @@ GO        ?= go
 CACHE     ?= $(HOME)/.cache/gpupolicy
 KUSTOMIZE_VERSION   ?= v5.8.2
 STATICCHECK_VERSION ?= v0.8.2
+YQ_VERSION          ?= v4.44.3
 KUSTOMIZE   ?= $(CACHE)/tools/kustomize-$(KUSTOMIZE_VERSION)/kustomize
 STATICCHECK ?= $(CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+# yq v4 runs the release example's pin-image.sh in ./examples' tests (GitHub's runners have one).
+YQ          ?= $(CACHE)/tools/yq-$(YQ_VERSION)/yq
 # go-nvml's cgo bindings declare deprecated NVML calls; the warnings are noise, not defects.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
-export KUSTOMIZE
+export KUSTOMIZE YQ
 
 BINARIES := gpupolicy-fn gpu-device-plugin gpu-exporter gpu-node-agent
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0)
 
-.PHONY: all build image render tools host-deps containerd2 test unit lint check-rendered update-rendered generate fuzz e2e bench clean help
+.PHONY: all build fn image render tools host-deps containerd2 test unit lint check-rendered update-rendered generate fuzz e2e bench clean help
 
 all: build
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z0-9-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -e 's/:.*## /\t/' \
+	  -e 's|$$(CACHE)|$(CACHE)|g' -e 's|$$(CONTAINERD2_VERSION)|$(CONTAINERD2_VERSION)|g'
 
-build: ## build every binary into bin/
-	@mkdir -p bin
-	$(GO) build -trimpath -o bin/gpupolicy-fn ./fn
+build: fn ## build every binary into bin/
+	@echo "build: the node programs (cgo for go-nvml; the first build takes a few minutes)"
 	@for b in gpu-device-plugin gpu-exporter gpu-node-agent; do \
 	  if [ -d plugin/cmd/$$b ]; then $(GO) build -trimpath -o bin/$$b ./plugin/cmd/$$b; fi; \
 	done
@@ -47,13 +50,19 @@ image: build ## build the image from Dockerfile into bin/gpupolicy-image.tar (do
 $(IMAGE_TAR): $(IMAGE_INPUTS) bin/.image-inputs
 	@tag=$$(e2e/hack/build-image.sh | tail -n 1); echo "image: $$tag in $@"
 
-tools: $(KUSTOMIZE) $(STATICCHECK) ## install pinned kustomize and staticcheck into $(CACHE)/tools
+tools: $(KUSTOMIZE) $(STATICCHECK) $(YQ) ## install pinned kustomize, staticcheck and yq into $(CACHE)/tools
 
 $(KUSTOMIZE):
-	GOBIN=$(dir $@) GOFLAGS= $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	@echo "tools: installing kustomize $(KUSTOMIZE_VERSION) into $(dir $@) (first run only, about a minute)" >&2
+	@GOBIN=$(dir $@) GOFLAGS= $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+$(YQ):
+	@echo "tools: installing yq $(YQ_VERSION) into $(dir $@) (first run only, about a minute)" >&2
+	@GOBIN=$(dir $@) GOFLAGS= $(GO) install github.com/mikefarah/yq/v4@$(YQ_VERSION)
 
 $(STATICCHECK):
-	GOBIN=$(dir $@) GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@echo "tools: installing staticcheck $(STATICCHECK_VERSION) into $(dir $@) (first run only, a few minutes)" >&2
+	@GOBIN=$(dir $@) GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 host-deps: ## install the real peers the tests use (Debian: containerd, runc, CNI plugins, buildah, debootstrap, promtool); needs root
 	@need=""; command -v containerd >/dev/null || need="$$need containerd"; \
@@ -79,16 +88,29 @@ export CONTAINERD2_VERSION
 containerd2: ## build containerd $(CONTAINERD2_VERSION) (containerd, shim, ctr) into $(CACHE)/node-bin
 	@e2e/hack/build-containerd.sh >/dev/null
 
-render: build tools ## the main job: render examples/kustomize through real kustomize (exec function)
-	$(KUSTOMIZE) build --enable-alpha-plugins --enable-exec examples/kustomize
+# Only what render needs: the function (no cgo) and kustomize.
+fn: ## build bin/gpupolicy-fn only
+	@mkdir -p bin
+	@echo "build: bin/gpupolicy-fn (go build; the first build compiles the Kubernetes libraries, a few minutes)" >&2
+	@$(GO) build -trimpath -o bin/gpupolicy-fn ./fn
+
+render: fn $(KUSTOMIZE) ## the main job: render examples/kustomize through real kustomize (exec function); needs only kustomize
+	@echo "render: kustomize build examples/kustomize (runs bin/gpupolicy-fn as an exec function)" >&2
+	@$(KUSTOMIZE) build --enable-alpha-plugins --enable-exec examples/kustomize
 
 unit: build tools host-deps containerd2 ## unit and integration tests of the main module (real containerd 1.6 and the built 2.1.9 daemons)
 	$(GO) test -count=1 ./...
 
-lint: tools ## gofmt, go vet, staticcheck
+# On a cold cache each analysis compiles the Kubernetes libraries first (minutes on 2 cores);
+# warm, the whole target takes well under a minute. Each step says what it runs.
+lint: $(STATICCHECK) ## gofmt, go vet (module and e2e), staticcheck; cold cache: several minutes on 2 cores
+	@echo "lint: gofmt"
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@echo "lint: go vet ./..."
 	$(GO) vet ./...
+	@echo "lint: staticcheck ./..."
 	$(STATICCHECK) ./...
+	@echo "lint: go vet in e2e/ (its own module)"
 	cd e2e && $(GO) vet ./...
 
 # Packages whose tests compare with committed golden files and take -update.
@@ -117,5 +139,5 @@ test: lint unit e2e ## every test: lint, unit/integration (real kustomize, conta
 bench: build ## benchmarks with -benchmem (numbers go to BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
-clean:
+clean: ## remove bin/ (the caches under $(CACHE) stay: rm -rf them by hand)
 	rm -rf bin

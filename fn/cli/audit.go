@@ -13,7 +13,7 @@ import (
 func Audit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	file := fs.String("f", "", "a GPUPolicy file (rendered first), a directory written by `gpupolicy-fn render -o`, or a multi-document YAML file of rendered objects (required)")
+	file := fs.String("f", "", "`POLICY|DIR|FILE`: a GPUPolicy file (rendered first), a directory written by gpupolicy-fn render -o, or a multi-document YAML file of rendered objects (required)")
 	format := fs.String("o", "md", "output format: md (Markdown for reviewers) or json (for tools)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: gpupolicy-fn audit -f POLICY|DIR|FILE [-o md|json]\n\n"+

@@ -19,8 +19,10 @@ func Diff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: gpupolicy-fn diff [flags] BASE HEAD\n\n"+
 			"BASE and HEAD are each a GPUPolicy file, a directory written by `gpupolicy-fn render -o`,\n"+
-			"or a multi-document YAML file of rendered objects. Prints what the change moves: versions,\n"+
-			"objects, images per container, privileges, gates and node selectors, RBAC and the\n"+
+			"or a multi-document YAML file of rendered objects. Prints what the change moves: a summary\n"+
+			"line, every version (driver, CUDA, toolkit, containerd, Kubernetes, gitops, enforce,\n"+
+			"gpupolicy image), per changed object the fields that moved and the DaemonSets whose pods\n"+
+			"it restarts, images per container, privileges, gates and node selectors, RBAC and the\n"+
 			"containerd drop-in, and warns when one change moves more than one of driver, CUDA,\n"+
 			"toolkit, gpupolicy image and kubernetesVersion (the upgrade window).\n\nFlags:\n")
 		fs.PrintDefaults()

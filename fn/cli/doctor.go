@@ -24,7 +24,7 @@ func Doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Pod, "pod", "", "report only this pod, NAMESPACE/NAME, even if it is running")
 	fs.StringVar(&o.Format, "o", "table", "output format: table or json")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: gpupolicy-fn doctor [-f POLICY|DIR] [--kubeconfig FILE] [--context NAME] [--node N] [--pod NS/NAME] [-o table|json]
+		fmt.Fprintf(stderr, `Usage: gpupolicy-fn doctor [-f POLICY|DIR] [--kubeconfig FILE] [--context NAME] [--namespace NS] [--node N] [--pod NS/NAME] [-o table|json]
 
 Explains, from the live cluster, why a GPU node or a GPU pod is not ready: per GPU node the
 stage gates (open, closed with the agent's reason, opted out), driver drift, nvidia.com/gpu

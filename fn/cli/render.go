@@ -29,7 +29,7 @@ func Render(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("render", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	policyFile := fs.String("f", "", "the GPUPolicy file to render (required)")
-	outDir := fs.String("o", "", "directory to write the rendered tree to (required); it is replaced as a whole, atomically, and only if it is empty or holds nothing but what an earlier render wrote (POLICY must lie outside it)")
+	outDir := fs.String("o", "", "directory to write the rendered tree to (required); it is replaced as a whole, atomically, and only if it is empty or holds nothing but what an earlier render wrote, as its .gpupolicy-render.sha256 lists (POLICY must lie outside it)")
 	defaults := render.DefaultFileOptions()
 	fluxPath := fs.String("flux-path", "", "gitops: flux only: the output directory's path in the Git repository Flux reads, for the Kustomizations' spec.path relative to the repository root, never above it (default: -o relative to the current directory, which should be the repository root)")
 	fluxSource := fs.String("flux-source", defaults.FluxSourceKind+"/"+defaults.FluxSourceName, "gitops: flux only: KIND/NAME of the Flux source the Kustomizations read; KIND is GitRepository, OCIRepository, Bucket or ExternalArtifact")
@@ -45,8 +45,10 @@ Kustomization per stage, chained with dependsOn and wait: true. AUDIT.md at the 
 privilege report (gpupolicy-fn audit) for the reviewer. Warnings go to stderr; any
 error exits 1 and leaves DIR untouched, and so does SIGINT or SIGTERM ("interrupted"): the
 new tree replaces DIR in one step at the very end, or not at all. DIR must be new, empty,
-or hold only what an earlier render wrote (its kustomization files, the files they list,
-AUDIT.md): any other entry (.git, a note, POLICY itself) is named and DIR is left alone.
+or hold only what an earlier render wrote, as its manifest .gpupolicy-render.sha256 lists
+(sha256sum -c checks it): any other entry (.git, a note, a file you added to a
+kustomization.yaml, POLICY itself) is named and DIR is left alone. On success render prints
+the files it added, changed and removed.
 If DIR is a symbolic link, the tree goes into the directory it points to and the link stays.
 The --flux-* flags are refused for a policy that is not gitops: flux.
 POLICY may be at most 1 MiB (see Limits in the GPUPolicy reference).
@@ -107,7 +109,8 @@ Flags:
 		return 1
 	}
 	p, objs, files := t.policy, t.objs, t.files
-	if err := writeTree(ctx, *outDir, files); err != nil {
+	changes, err := writeTree(ctx, *outDir, files)
+	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted(stderr, *outDir)
 		}
@@ -116,6 +119,7 @@ Flags:
 	}
 	fmt.Fprintf(stdout, "rendered GPUPolicy %q (%s) into %s: %d objects, %d files\n",
 		p.Metadata.Name, gitopsName(p), *outDir, len(objs), len(files))
+	changes.print(stdout)
 	return 0
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,26 +30,129 @@ func TestRenderWritesTree(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	// A second render replaces the tree: a stale file an earlier render wrote (listed in its
-	// kustomization) disappears, nothing is left beside it.
+	if !strings.Contains(out, "new tree: every file added") {
+		t.Errorf("a new tree must say so: %s", out)
+	}
+	// The manifest is sha256sum's format, so the tree can be checked without gpupolicy-fn.
+	if _, err := exec.LookPath("sha256sum"); err == nil {
+		cmd := exec.Command("sha256sum", "--quiet", "-c", ManifestFile)
+		cmd.Dir = dir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("sha256sum -c %s: %v\n%s", ManifestFile, err, b)
+		}
+	}
+	// A second render replaces the tree: a stale file an earlier render wrote (in its
+	// manifest) disappears, nothing is left beside it, and the change says so.
 	stale := filepath.Join(dir, "01-driver", "daemonset-old.yaml")
 	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	k := filepath.Join(dir, "kustomization.yaml")
-	kb, _ := os.ReadFile(k)
-	if err := os.WriteFile(k, append(kb, "- 01-driver/daemonset-old.yaml\n"...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 {
+	asIfRendered(t, dir, "01-driver/daemonset-old.yaml")
+	code, out, errs = fntest.Run(Render, "-f", policyFile, "-o", dir)
+	if code != 0 {
 		t.Fatalf("second render: exit %d: %s", code, errs)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Fatal("the stale file survived the second render")
 	}
+	if !strings.HasSuffix(out, "0 added, 0 changed, 1 removed:\n  removed 01-driver/daemonset-old.yaml\n") {
+		t.Errorf("second render must list the removed file: %s", out)
+	}
+	if code, out, _ = fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 || !strings.Contains(out, "unchanged: the tree already held exactly this render") {
+		t.Errorf("third render: exit %d: %s", code, out)
+	}
 	siblings, _ := os.ReadDir(filepath.Dir(dir))
 	if len(siblings) != 1 {
 		t.Fatalf("temporary directories left behind: %v", siblings)
+	}
+}
+
+// TestRenderReportsChanges: a render into a tree an earlier render wrote names every file it
+// adds, changes and removes (here the exporter is turned off and the driver version moves).
+func TestRenderReportsChanges(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gpu")
+	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 {
+		t.Fatal(errs)
+	}
+	src, _ := os.ReadFile(policyFile)
+	head := filepath.Join(t.TempDir(), "policy.yaml")
+	changed := strings.Replace(string(src), "spec:\n", "spec:\n  exporter: {enabled: false}\n", 1)
+	if err := os.WriteFile(head, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := fntest.Run(Render, "-f", head, "-o", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"  changed AUDIT.md\n", "  changed kustomization.yaml\n", "  removed 04-observability/daemonset-gpu-exporter.yaml\n", "  removed 04-observability/servicemonitor-gpu-exporter.yaml\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, ManifestFile) {
+		t.Errorf("the manifest is bookkeeping, not a change:\n%s", out)
+	}
+}
+
+// TestRenderKeepsUserFileInKustomization is the way a person loses a file with a tree whose
+// kustomization.yaml alone says what render wrote: they add their own manifest and list it
+// there. Render refuses, naming the file and the fix, and touches nothing; the same holds for
+// a tree rendered before the manifest existed (render's label on each object tells its own).
+func TestRenderKeepsUserFileInKustomization(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "gpu")
+		if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 {
+			t.Fatal(errs)
+		}
+		if legacy {
+			if err := os.Remove(filepath.Join(dir, ManifestFile)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mine := filepath.Join(dir, "01-driver", "limits.yaml")
+		body := "apiVersion: v1\nkind: LimitRange\nmetadata: {name: mine}\n"
+		if err := os.WriteFile(mine, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		k := filepath.Join(dir, "kustomization.yaml")
+		kb, _ := os.ReadFile(k)
+		if err := os.WriteFile(k, append(kb, "- 01-driver/limits.yaml\n"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir)
+		want := dir + " holds 01-driver/limits.yaml, which render did not write (not in its " + ManifestFile + "): render replaces the whole directory and would delete them; move them out of " + dir
+		if code != 1 || !strings.Contains(errs, want) {
+			t.Errorf("legacy=%v: exit %d: %s\nwant %s", legacy, code, errs, want)
+		}
+		if b, _ := os.ReadFile(mine); string(b) != body {
+			t.Errorf("legacy=%v: the user's file was touched", legacy)
+		}
+		// Without the user's file, the legacy tree is render's own and is replaced.
+		if legacy {
+			os.Remove(mine)
+			os.WriteFile(k, kb, 0o644)
+			if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 {
+				t.Errorf("legacy tree: exit %d: %s", code, errs)
+			}
+			if _, err := os.Stat(filepath.Join(dir, ManifestFile)); err != nil {
+				t.Error("a re-rendered legacy tree must get its manifest")
+			}
+		}
+	}
+}
+
+// TestRenderRefusesBadManifest: a manifest that is not render's format is named, with the fix.
+func TestRenderRefusesBadManifest(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gpu")
+	if code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir); code != 0 {
+		t.Fatal(errs)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ManifestFile), []byte("abc  ../../etc/passwd\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir)
+	if want := filepath.Join(dir, ManifestFile) + ` line 1 is not "<sha256>  <path inside the tree>": render writes this file; restore it from git`; code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d: %s\nwant %s", code, errs, want)
 	}
 }
 
@@ -86,7 +190,7 @@ func TestRenderKeepsForeignEntries(t *testing.T) {
 		}
 	}
 	code, _, errs := fntest.Run(Render, "-f", policyFile, "-o", dir)
-	want := dir + " holds .git/, 01-driver/extra.yaml, notes.md, which render did not write: render replaces the whole directory and would delete them; move them out of " + dir
+	want := dir + " holds .git/, 01-driver/extra.yaml, notes.md, which render did not write (not in its " + ManifestFile + "): render replaces the whole directory and would delete them; move them out of " + dir
 	if code != 1 || !strings.Contains(errs, want) {
 		t.Fatalf("exit %d: %s\nwant %s", code, errs, want)
 	}
@@ -123,11 +227,7 @@ func TestRenderThroughLink(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	k := filepath.Join(target, "kustomization.yaml")
-	kb, _ := os.ReadFile(k)
-	if err := os.WriteFile(k, append(kb, "- 01-driver/daemonset-old.yaml\n"...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	asIfRendered(t, target, "01-driver/daemonset-old.yaml")
 	link := filepath.Join(base, "gpu")
 	if err := os.Symlink(filepath.Join("fleet", "gpu"), link); err != nil {
 		t.Fatal(err)
@@ -270,5 +370,18 @@ func TestRenderFluxFlags(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(out, "flux", "fleet-prereqs.yaml"))
 	if !strings.Contains(string(b), "path: ./clusters/prod/gpu/00-prereqs\n") {
 		t.Fatalf("flux/fleet-prereqs.yaml:\n%s", b)
+	}
+}
+
+// asIfRendered adds name to the tree's manifest, as if an earlier render had written it.
+func asIfRendered(t *testing.T, dir, name string) {
+	t.Helper()
+	m := filepath.Join(dir, ManifestFile)
+	mb, err := os.ReadFile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m, append(mb, strings.Repeat("0", 64)+"  "+name+"\n"...), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

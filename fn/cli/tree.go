@@ -3,8 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -12,6 +15,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/gpupolicy/gpupolicy/fn/render"
 )
 
 // renderedMarker is the header of the kustomization files render writes; a directory whose
@@ -21,41 +26,48 @@ var renderedMarker = []byte("# Rendered by gpupolicy-fn")
 // writeTree replaces dir with exactly files, atomically: everything is written to a sibling
 // temporary directory first and then swapped into place, so a reader (git, Argo CD, a person)
 // sees the old tree or the new one, never half of either. An existing dir is replaced only if
-// render wrote it (it would delete whatever else it holds). Once ctx is done it stops, removes
+// render wrote everything in it (it would delete whatever else it holds); the ManifestFile it
+// writes beside the files records what that is. It returns the files added, changed and removed. Once ctx is done it stops, removes
 // the temporary directory and never swaps: dir keeps the old tree.
-func writeTree(ctx context.Context, dir string, files map[string][]byte) error {
+func writeTree(ctx context.Context, dir string, files map[string][]byte) (treeChanges, error) {
 	dir, err := filepath.Abs(dir) // "." has no parent to put the new tree beside
 	if err != nil {
-		return err
+		return treeChanges{}, err
 	}
 	if dir, err = linkTarget(dir); err != nil {
-		return err
+		return treeChanges{}, err
 	}
 	if filepath.Dir(dir) == dir {
-		return fmt.Errorf("%s: render needs a directory of its own, not the file system root", dir)
+		return treeChanges{}, fmt.Errorf("%s: render needs a directory of its own, not the file system root", dir)
 	}
-	if err := checkReplaceable(dir); err != nil {
-		return err
+	old, err := previousTree(dir)
+	if err != nil {
+		return treeChanges{}, err
 	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
+		return treeChanges{}, err
 	}
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".new-")
 	if err != nil {
-		return err
+		return treeChanges{}, err
 	}
 	defer os.RemoveAll(tmp) // after a successful swap it holds the old tree
-	if err := writeFiles(ctx, tmp, files); err != nil {
-		return err
+	withManifest := maps.Clone(files)
+	withManifest[ManifestFile] = manifest(files)
+	if err := writeFiles(ctx, tmp, withManifest); err != nil {
+		return treeChanges{}, err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
-		return err
+		return treeChanges{}, err
 	}
 	if err := ctx.Err(); err != nil { // the last moment to stop: the swap is one step
-		return err
+		return treeChanges{}, err
 	}
-	return swapDir(tmp, dir)
+	if err := swapDir(tmp, dir); err != nil {
+		return treeChanges{}, err
+	}
+	return compareTrees(old, files), nil
 }
 
 // linkTarget is where the tree goes when dir is a symbolic link: into the directory it points
@@ -105,21 +117,43 @@ func writeFiles(ctx context.Context, root string, files map[string][]byte) error
 	return nil
 }
 
-// checkReplaceable refuses to replace a directory that render did not write, or one that
-// holds anything a render did not write: the swap deletes every entry of the old tree, so a
-// file of the user's (a policy, notes, .git) must never be in it.
-func checkReplaceable(dir string) error {
+// ManifestFile lists every file render wrote into the tree with its sha256, in the format of
+// sha256sum (so `sha256sum -c` run in the tree checks it). The next render replaces exactly
+// those files: anything else in the directory is the user's, which render refuses to delete.
+const ManifestFile = ".gpupolicy-render.sha256"
+
+// manifest is the ManifestFile of files, in path order.
+func manifest(files map[string][]byte) []byte {
+	var b bytes.Buffer
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		sum := sha256.Sum256(files[name])
+		fmt.Fprintf(&b, "%s  %s\n", hex.EncodeToString(sum[:]), name)
+	}
+	return b.Bytes()
+}
+
+// previousTree reads what an earlier render wrote into dir (slash path → content), refusing a
+// directory that holds anything else: the swap deletes every entry of the old tree, so a file
+// of the user's (a policy, notes, .git, a manifest added to a kustomization) must never be in
+// it. A tree with a ManifestFile is checked against it; an older tree without one by its
+// kustomization files (what they list and render's own label on each object). A new or empty
+// dir has no previous tree.
+func previousTree(dir string) (map[string][]byte, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(entries) == 0) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	written := renderedEntries(dir)
+	written, err := writtenByRender(dir)
+	if err != nil {
+		return nil, err
+	}
 	if len(written) == 0 {
-		return fmt.Errorf("%s exists and was not written by gpupolicy-fn render (no kustomization.yaml with its header): render replaces the whole directory, so choose a new or empty one", dir)
+		return nil, fmt.Errorf("%s exists and was not written by gpupolicy-fn render (no %s or kustomization.yaml with its header): render replaces the whole directory, so choose a new or empty one", dir, ManifestFile)
 	}
+	old := map[string][]byte{}
 	var foreign []string
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -131,10 +165,14 @@ func checkReplaceable(dir string) error {
 		}
 		rel = filepath.ToSlash(rel)
 		switch {
+		case rel == ManifestFile && d.Type().IsRegular():
+			return nil
 		case d.IsDir() && written[rel+"/"]:
 			return nil
 		case d.Type().IsRegular() && written[rel]:
-			return nil
+			b, err := os.ReadFile(p)
+			old[rel] = b
+			return err
 		}
 		if d.IsDir() {
 			rel += "/"
@@ -146,7 +184,7 @@ func checkReplaceable(dir string) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(foreign) > 0 {
 		const show = 10
@@ -155,17 +193,45 @@ func checkReplaceable(dir string) error {
 		if len(names) > show {
 			names, more = names[:show], fmt.Sprintf(" and %d more", len(foreign)-show)
 		}
-		return fmt.Errorf("%s holds %s%s, which render did not write: render replaces the whole directory and would delete them; move them out of %s (or render into a new or empty directory)",
-			dir, strings.Join(names, ", "), more, dir)
+		return nil, fmt.Errorf("%s holds %s%s, which render did not write (not in its %s): render replaces the whole directory and would delete them; move them out of %s (or render into a new or empty directory)",
+			dir, strings.Join(names, ", "), more, ManifestFile, dir)
 	}
-	return nil
+	return old, nil
 }
 
-// renderedEntries is what an earlier render wrote into dir, as slash paths (a directory with
-// a trailing "/"): every kustomization.yaml with render's header at the top or one level down,
-// the resources it lists, their directories and AUDIT.md. It is empty when dir holds no such
-// kustomization.
-func renderedEntries(dir string) map[string]bool {
+// writtenByRender is what an earlier render wrote into dir, as slash paths (a directory with a
+// trailing "/"), from its ManifestFile, or for a tree rendered before there was one, from its
+// kustomization files. It is empty when dir has neither.
+func writtenByRender(dir string) (map[string]bool, error) {
+	written := map[string]bool{}
+	add := func(name string) {
+		written[name] = true
+		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+			written[d+"/"] = true
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return legacyEntries(dir), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok || len(sum) != sha256.Size*2 || !filepath.IsLocal(filepath.FromSlash(name)) || path.Clean(name) != name {
+			return nil, fmt.Errorf("%s line %d is not \"<sha256>  <path inside the tree>\": render writes this file; restore it from git, or render into a new or empty directory", filepath.Join(dir, ManifestFile), i+1)
+		}
+		add(name)
+	}
+	return written, nil
+}
+
+// legacyEntries reads a tree rendered before ManifestFile: every kustomization.yaml with
+// render's header at the top or one level down, the resources it lists that carry render's
+// managed-by label (a person's own manifest added to the list does not), their directories and
+// AUDIT.md.
+func legacyEntries(dir string) map[string]bool {
 	written := map[string]bool{}
 	subs := []string{"."}
 	if entries, err := os.ReadDir(dir); err == nil {
@@ -180,20 +246,28 @@ func renderedEntries(dir string) map[string]bool {
 		if err != nil || !bytes.HasPrefix(b, renderedMarker) {
 			continue
 		}
-		add := func(name string) {
+		add := func(name string, check bool) {
 			name = path.Clean(path.Join(sub, name))
 			if !filepath.IsLocal(name) {
 				return
+			}
+			if check {
+				if body, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name))); err == nil && !bytes.Contains(body, managedByRender) {
+					return
+				}
 			}
 			written[name] = true
 			for d := path.Dir(name); d != "."; d = path.Dir(d) {
 				written[d+"/"] = true
 			}
 		}
-		add("kustomization.yaml")
+		add("kustomization.yaml", false)
 		for _, line := range strings.Split(string(b), "\n") {
 			if r, ok := strings.CutPrefix(line, "- "); ok {
-				add(strings.TrimSpace(r))
+				r = strings.TrimSpace(r)
+				// A listed directory is a Flux stage's or the flux/ tree: its own
+				// kustomization.yaml is read in turn.
+				add(r, !strings.HasSuffix(r, "/") && path.Ext(r) == ".yaml")
 			}
 		}
 	}
@@ -201,4 +275,52 @@ func renderedEntries(dir string) map[string]bool {
 		written[AuditFile] = true
 	}
 	return written
+}
+
+var managedByRender = []byte("app.kubernetes.io/managed-by: " + render.ManagedBy)
+
+// treeChanges is what a render changes in the tree: files added, changed and removed, in
+// path order. The ManifestFile is bookkeeping and never listed.
+type treeChanges struct {
+	fresh                   bool // there was no tree before
+	added, changed, removed []string
+}
+
+func compareTrees(old, files map[string][]byte) treeChanges {
+	c := treeChanges{fresh: old == nil}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if b, ok := old[name]; !ok {
+			c.added = append(c.added, name)
+		} else if !bytes.Equal(b, files[name]) {
+			c.changed = append(c.changed, name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(old)) {
+		if _, ok := files[name]; !ok {
+			c.removed = append(c.removed, name)
+		}
+	}
+	return c
+}
+
+// print writes the counts after the render's summary line, and for a tree that existed each
+// file by name (a new tree is every file, which the summary already counts).
+func (c treeChanges) print(w io.Writer) {
+	switch {
+	case c.fresh:
+		fmt.Fprintln(w, "new tree: every file added")
+		return
+	case len(c.added)+len(c.changed)+len(c.removed) == 0:
+		fmt.Fprintln(w, "unchanged: the tree already held exactly this render")
+		return
+	}
+	fmt.Fprintf(w, "%d added, %d changed, %d removed:\n", len(c.added), len(c.changed), len(c.removed))
+	for _, x := range []struct {
+		what  string
+		names []string
+	}{{"added  ", c.added}, {"changed", c.changed}, {"removed", c.removed}} {
+		for _, n := range x.names {
+			fmt.Fprintf(w, "  %s %s\n", x.what, n)
+		}
+	}
 }

@@ -2,7 +2,8 @@ package diff
 
 import (
 	"bytes"
-	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -23,9 +24,13 @@ import (
 type Report struct {
 	Base string `json:"base"`
 	Head string `json:"head"`
+	// Summary is one line a pull request comment can lead with.
+	Summary string `json:"summary"`
 	// Findings drive --fail-on: the upgrade window, added privileges and RBAC, and the head
 	// policy's own warnings.
-	Findings   []Finding     `json:"findings"`
+	Findings []Finding `json:"findings"`
+	// Versions has every tracked version, moved or not, so a reviewer sees the whole stack;
+	// "" is unknown (a rendered tree does not record the Kubernetes version).
 	Versions   []ValueChange `json:"versions"`
 	Objects    ObjectChanges `json:"objects"`
 	Images     []ValueChange `json:"images"`
@@ -56,23 +61,32 @@ type SetChange struct {
 	Removed []string `json:"removed,omitempty"`
 }
 
-// ObjectChanges lists rendered objects by "Kind namespace/name".
+// ObjectChanges lists rendered objects by "Kind namespace/name"; a changed object says which
+// of its fields moved, and Shared lists once the changes that many objects make alike.
 type ObjectChanges struct {
-	Added   []string `json:"added,omitempty"`
-	Removed []string `json:"removed,omitempty"`
-	Changed []string `json:"changed,omitempty"`
+	Added   []string       `json:"added,omitempty"`
+	Removed []string       `json:"removed,omitempty"`
+	Changed []ObjectChange `json:"changed,omitempty"`
+	Shared  []SharedChange `json:"shared,omitempty"`
 }
 
-// Upgrade-window dimensions, in the order the version matrix depends on them.
+// Versions the report tracks. The first five are the upgrade-window dimensions, in the order
+// the version matrix depends on them; the others change how the stack is applied and gated.
 const (
 	VersionKubernetes = "kubernetesVersion"
 	VersionDriver     = "driver"
 	VersionCUDA       = "cuda"
 	VersionToolkit    = "toolkit"
 	VersionGPUPolicy  = "gpupolicy image"
+	VersionContainerd = "containerd"
+	VersionEnforce    = "driver enforce"
+	VersionGitOps     = "gitops"
 )
 
-var versionOrder = []string{VersionKubernetes, VersionDriver, VersionCUDA, VersionToolkit, VersionGPUPolicy}
+var (
+	windowOrder  = []string{VersionKubernetes, VersionDriver, VersionCUDA, VersionToolkit, VersionGPUPolicy}
+	versionOrder = append(slices.Clone(windowOrder), VersionContainerd, VersionEnforce, VersionGitOps)
+)
 
 // Compare computes what moves from base to head.
 func Compare(base, head *source.Input) (*Report, error) {
@@ -90,27 +104,44 @@ func Compare(base, head *source.Input) (*Report, error) {
 	// Compare like with like: the policies when both inputs are policies (they also know the
 	// Kubernetes version), otherwise what the rendered objects record.
 	both := base.Policy != nil && head.Policy != nil
-	r.Versions = changedValues(versionsOf(base, both), versionsOf(head, both), versionOrder, false)
+	bv, hv := versionsOf(base, both), versionsOf(head, both)
+	for _, k := range versionOrder {
+		r.Versions = append(r.Versions, ValueChange{Name: k, From: bv[k], To: hv[k]})
+	}
 	r.Objects = compareObjects(base.Objects, head.Objects)
 	bi, hi := imagesOf(ba), imagesOf(ha)
-	r.Images = changedValues(bi, hi, unionKeys(bi, hi), true)
+	r.Images = changedValues(bi, hi)
 	r.Privileges = compareSets(privilegesOf(ba), privilegesOf(ha))
 	r.Gates = compareSets(gatesOf(ba, base.Objects), gatesOf(ha, head.Objects))
 	r.RBAC = compareSets(rbacOf(ba), rbacOf(ha))
 	r.Guardrails = compareSets(guardrailsOf(ba), guardrailsOf(ha))
 	r.DropIn = Unified(dropInOf(base.Objects), dropInOf(head.Objects), "base/"+config.DropInFile, "head/"+config.DropInFile)
 	r.findings(head)
+	r.Summary = r.summary()
 	return r, nil
 }
 
-func (r *Report) findings(head *source.Input) {
-	if len(r.Versions) > 1 {
-		names := make([]string, len(r.Versions))
-		for i, v := range r.Versions {
-			names[i] = fmt.Sprintf("%s %s → %s", v.Name, orNone(v.From), orNone(v.To))
+// Moved lists the tracked versions that both sides know and that differ.
+func (r *Report) Moved() []ValueChange {
+	var out []ValueChange
+	for _, v := range r.Versions {
+		if v.From != v.To && v.From != "" && v.To != "" {
+			out = append(out, v)
 		}
+	}
+	return out
+}
+
+func (r *Report) findings(head *source.Input) {
+	var window []string
+	for _, v := range r.Moved() {
+		if slices.Contains(windowOrder, v.Name) {
+			window = append(window, fmt.Sprintf("%s %s → %s", v.Name, v.From, v.To))
+		}
+	}
+	if len(window) > 1 {
 		r.add(validate.SeverityWarning, "upgrade window: this change moves %d of driver, CUDA, toolkit, gpupolicy image and kubernetesVersion at once (%s); ship them as separate changes so a failure points at one",
-			len(r.Versions), strings.Join(names, ", "))
+			len(window), strings.Join(window, ", "))
 	}
 	for _, c := range r.Privileges {
 		if len(c.Added) > 0 {
@@ -156,9 +187,20 @@ func versionsOf(in *source.Input, fromPolicy bool) map[string]string {
 		return map[string]string{
 			VersionKubernetes: p.Spec.KubernetesVersion, VersionDriver: p.Spec.Driver.Version,
 			VersionCUDA: p.Spec.CUDA.Version, VersionToolkit: p.Spec.Toolkit.Version, VersionGPUPolicy: p.Spec.Images.GPUPolicy,
+			VersionContainerd: p.Spec.ContainerRuntime.Version, VersionEnforce: p.Spec.Driver.Enforce, VersionGitOps: p.Spec.GitOps,
 		}
 	}
-	out := map[string]string{}
+	// The ordering metadata says which engine the tree is for: Argo CD sync waves, Flux
+	// Kustomizations, or neither.
+	out := map[string]string{VersionGitOps: "none"}
+	for _, u := range in.Objects {
+		if _, ok := u.GetAnnotations()["argocd.argoproj.io/sync-wave"]; ok {
+			out[VersionGitOps] = "argocd"
+		}
+		if u.GetKind() == "Kustomization" && strings.HasPrefix(u.GetAPIVersion(), "kustomize.toolkit.fluxcd.io/") {
+			out[VersionGitOps] = "flux"
+		}
+	}
 	for _, u := range in.Objects {
 		switch {
 		case u.GetKind() == "ConfigMap" && u.GetName() == config.AgentConfigMap:
@@ -166,6 +208,7 @@ func versionsOf(in *source.Input, fromPolicy bool) map[string]string {
 			var agent config.Agent
 			if yaml.Unmarshal([]byte(data), &agent) == nil {
 				out[VersionDriver], out[VersionCUDA], out[VersionToolkit] = agent.Driver.Version, agent.CUDAVersion, agent.Toolkit.Version
+				out[VersionContainerd], out[VersionEnforce] = agent.ContainerRuntime.Version, agent.Driver.Enforce
 			}
 		case u.GetKind() == "DaemonSet" && u.GetName() == render.NameNodeAgent:
 			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
@@ -178,13 +221,11 @@ func versionsOf(in *source.Input, fromPolicy bool) map[string]string {
 	return out
 }
 
-// changedValues lists the keys (in order) whose values differ. oneSided says whether a key
-// that is set on one side only counts as a change.
-func changedValues(a, b map[string]string, order []string, oneSided bool) []ValueChange {
+// changedValues lists the keys (sorted) whose values differ, a key on one side only included.
+func changedValues(a, b map[string]string) []ValueChange {
 	out := []ValueChange{}
-	for _, k := range order {
-		av, bv := a[k], b[k]
-		if av != bv && (oneSided || (av != "" && bv != "")) {
+	for _, k := range unionKeys(a, b) {
+		if av, bv := a[k], b[k]; av != bv {
 			out = append(out, ValueChange{Name: k, From: av, To: bv})
 		}
 	}
@@ -213,13 +254,21 @@ func compareObjects(base, head []*unstructured.Unstructured) ObjectChanges {
 		hm[objectKey(u)] = u
 	}
 	var oc ObjectChanges
+	var changed, changedConfigMaps []string
 	for _, k := range slices.Sorted(maps.Keys(hm)) {
 		if b, ok := bm[k]; !ok {
 			oc.Added = append(oc.Added, k)
 		} else if !sameObject(b, hm[k]) {
-			oc.Changed = append(oc.Changed, k)
+			changed = append(changed, k)
+			if hm[k].GetKind() == "ConfigMap" {
+				changedConfigMaps = append(changedConfigMaps, hm[k].GetNamespace()+"/"+hm[k].GetName())
+			}
 		}
 	}
+	for _, k := range changed {
+		oc.Changed = append(oc.Changed, changedObject(k, bm[k], hm[k], changedConfigMaps))
+	}
+	oc.Shared = hoistShared(oc.Changed)
 	for _, k := range slices.Sorted(maps.Keys(bm)) {
 		if _, ok := hm[k]; !ok {
 			oc.Removed = append(oc.Removed, k)
@@ -236,4 +285,7 @@ func sameObject(a, b *unstructured.Unstructured) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-func orNone(s string) string { return cmp.Or(s, "(none)") }
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
+}

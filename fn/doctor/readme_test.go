@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"bytes"
 	"os"
 	"testing"
 
@@ -45,4 +46,20 @@ func TestReadmeScenario(t *testing.T) {
 	}
 	diagnoseCase(t, "readme-pod", Input{Pod: "ml/train"}, objs)
 	diagnoseCase(t, "readme-node", Input{Node: "gpu-c"}, objs)
+}
+
+// TestReadmeShowsTheGolden: the README's doctor example is readme.table, byte for byte.
+func TestReadmeShowsTheGolden(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gold, err := os.ReadFile("testdata/readme.table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cmd = "```\n$ gpupolicy-fn doctor\n"
+	if !bytes.Contains(readme, append([]byte(cmd), append(gold, "```"...)...)) {
+		t.Error("the README's `gpupolicy-fn doctor` example differs from fn/doctor/testdata/readme.table: copy the golden into it")
+	}
 }

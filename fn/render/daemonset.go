@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 )
 
 // daemonSet describes one stage DaemonSet; build turns it into the object with everything
@@ -21,9 +23,11 @@ type daemonSet struct {
 	// serviceAccount defaults to name (pools share the device plugin's).
 	serviceAccount string
 	// runtimeClass: the pods need NVML, which the nvidia runtime injects.
-	runtimeClass   bool
-	hostPID        bool
-	onDelete       bool // a new pod only when a person deletes the old one (the driver)
+	runtimeClass bool
+	hostPID      bool
+	onDelete     bool // a new pod only when a person deletes the old one (the driver)
+	// maxUnavailable of the rolling update: the component's updateStrategy; nil is the default.
+	maxUnavailable *intstr.IntOrString
 	configs        [][]byte
 	initContainers []corev1.Container
 	containers     []corev1.Container
@@ -77,8 +81,12 @@ func (c *plan) build(d daemonSet) (Object, error) {
 	if len(d.configs) > 0 {
 		template.Annotations = map[string]string{AnnotationConfigHash: sha256Hex(d.configs...)}
 	}
+	maxUnavailable := intstr.FromString(v1alpha1.DefaultMaxUnavailable)
+	if d.maxUnavailable != nil {
+		maxUnavailable = *d.maxUnavailable
+	}
 	strategy := appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
-		RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr(intstr.FromString("10%"))}}
+		RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable}}
 	if d.onDelete {
 		strategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
 	}
@@ -124,6 +132,23 @@ func privileged() *corev1.SecurityContext {
 }
 
 // resources: requests keep the scheduler honest on busy GPU nodes, memory limits bound a leak.
+// resourcesOr is a component's resources from the policy, or the default given (a policy
+// that went through v1alpha1.Default always has them).
+func resourcesOr(r *corev1.ResourceRequirements, cpu, memory, memoryLimit string) corev1.ResourceRequirements {
+	if r != nil {
+		return *r.DeepCopy()
+	}
+	return resources(cpu, memory, memoryLimit)
+}
+
+// maxUnavailableOf is an update strategy's maxUnavailable, nil when unset.
+func maxUnavailableOf(u *v1alpha1.UpdateStrategy) *intstr.IntOrString {
+	if u == nil {
+		return nil
+	}
+	return u.MaxUnavailable
+}
+
 func resources(cpu, memory, memoryLimit string) corev1.ResourceRequirements {
 	r := corev1.ResourceRequirements{Requests: corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse(cpu),

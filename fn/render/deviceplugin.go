@@ -26,6 +26,7 @@ func renderDevicePlugins(c *plan) (Objects, error) {
 			serviceAccount: NameDevicePlugin,
 			placement:      placement{gate: config.LabelDeployDevicePlugin, pool: pl.selector, excludePools: pl.name == "" && len(c.p.Spec.NodePools) > 0},
 			runtimeClass:   true,
+			maxUnavailable: maxUnavailableOf(pl.settings.UpdateStrategy),
 			configs:        [][]byte{c.devicePluginConfigs[pl.name]},
 			volumes:        vols,
 			containers: []corev1.Container{{
@@ -36,7 +37,7 @@ func renderDevicePlugins(c *plan) (Objects, error) {
 					"--plugin-dir", kubeletDevicePluginDir,
 					"--host-root", hostRoot},
 				Env:       append([]corev1.EnvVar{nodeNameEnv()}, nvmlEnv()...),
-				Resources: resources("20m", "64Mi", "256Mi"),
+				Resources: resourcesOr(pl.settings.Resources, "20m", "64Mi", "256Mi"),
 				// uid 0 without capabilities or privilege: the plugin creates its socket in the
 				// kubelet's root-owned device-plugins directory and dials the root-owned
 				// kubelet.sock there; the image's default user (65532) could do neither.

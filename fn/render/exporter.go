@@ -18,7 +18,7 @@ const (
 
 // renderExporter makes the metrics DaemonSet (NVML through the runtime class, unprivileged;
 // pod attribution reads the kubelet's pod-resources socket, which needs root but no
-// capability), its Service, and when serviceMonitor is on the ServiceMonitor and alerts.
+// capability), its Service, the ServiceMonitor (serviceMonitor) and the alerts (prometheusRule).
 func renderExporter(c *plan) (Objects, error) {
 	if !c.exporter() {
 		return nil, nil
@@ -34,9 +34,10 @@ func renderExporter(c *plan) (Objects, error) {
 	vols, mounts := volumesAndMounts(ms...)
 	ds, err := c.build(daemonSet{
 		name: NameExporter, component: "exporter", stage: StageObservability,
-		placement:    placement{gate: config.LabelDeployExporter},
-		runtimeClass: true,
-		volumes:      vols,
+		placement:      placement{gate: config.LabelDeployExporter},
+		runtimeClass:   true,
+		maxUnavailable: maxUnavailableOf(e.UpdateStrategy),
+		volumes:        vols,
 		containers: []corev1.Container{{
 			Name:  "exporter",
 			Image: c.images.gpupolicy,
@@ -48,7 +49,7 @@ func renderExporter(c *plan) (Objects, error) {
 			Ports:          []corev1.ContainerPort{{Name: metricsPortName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
 			LivenessProbe:  httpProbe("/healthz", port, 30, 3),
 			ReadinessProbe: httpProbe("/readyz", port, 10, 3),
-			Resources:      resources("50m", "64Mi", "128Mi"),
+			Resources:      resourcesOr(e.Resources, "50m", "64Mi", "128Mi"),
 			// uid 0 without capabilities or privilege: the kubelet's pod-resources socket is
 			// owned by root (mode 0600 on most distributions), so the image's default user
 			// (65532) could not dial it.
@@ -72,7 +73,10 @@ func renderExporter(c *plan) (Objects, error) {
 	}
 	out := Objects{ds, {Stage: StageObservability, Component: "exporter", Obj: svc}}
 	if v1alpha1.Bool(e.ServiceMonitor) {
-		out = append(out, c.serviceMonitor(), c.prometheusRule())
+		out = append(out, c.serviceMonitor())
+	}
+	if v1alpha1.Bool(e.PrometheusRule) {
+		out = append(out, c.prometheusRule())
 	}
 	return out, nil
 }

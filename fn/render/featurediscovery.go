@@ -20,16 +20,17 @@ func renderFeatureDiscovery(c *plan) (Objects, error) {
 	vols, mounts := volumesAndMounts(agentConfigMount())
 	obj, err := c.build(daemonSet{
 		name: NameFeatureDiscovery, component: "feature-discovery", stage: StageObservability,
-		placement:    placement{gate: config.LabelDeployFeatureDiscovery},
-		runtimeClass: true,
-		configs:      [][]byte{c.agentConfig},
-		volumes:      vols,
+		placement:      placement{gate: config.LabelDeployFeatureDiscovery},
+		runtimeClass:   true,
+		maxUnavailable: maxUnavailableOf(c.p.Spec.FeatureDiscovery.UpdateStrategy),
+		configs:        [][]byte{c.agentConfig},
+		volumes:        vols,
 		containers: []corev1.Container{{
 			Name:            "labels",
 			Image:           c.images.gpupolicy,
 			Command:         []string{"gpu-node-agent", "labels", "--config", config.AgentConfigPath, "--interval", featureDiscoveryInterval},
 			Env:             append([]corev1.EnvVar{nodeNameEnv()}, nvmlEnv()...),
-			Resources:       resources("10m", "32Mi", "128Mi"),
+			Resources:       resourcesOr(c.p.Spec.FeatureDiscovery.Resources, "10m", "32Mi", "128Mi"),
 			SecurityContext: nonRoot(unprivileged()),
 			VolumeMounts:    mounts,
 		}},

@@ -46,8 +46,9 @@ func (c *plan) serviceMonitor() Object {
 			"honorLabels": true,
 		}},
 	}
-	return Object{Stage: StageObservability, Component: "exporter",
-		Obj: c.unstructured(monitoringAPIVersion, "ServiceMonitor", NameExporter, spec)}
+	u := c.unstructured(monitoringAPIVersion, "ServiceMonitor", NameExporter, spec)
+	addLabels(u, c.p.Spec.Exporter.ServiceMonitorLabels)
+	return Object{Stage: StageObservability, Component: "exporter", Obj: u}
 }
 
 type alert struct {
@@ -62,7 +63,7 @@ func (c *plan) prometheusRule() Object {
 	alerts := []alert{
 		{"GPULost", "gpupolicy_gpu_up == 0", "1m", "critical",
 			"GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.Hostname }} does not answer NVML (fell off the bus?)"},
-		{"GPUXidError", fmt.Sprintf("increase(gpupolicy_gpu_xid_errors_total{%s}[10m]) > 0", ignoredXIDMatcher(s.DevicePlugin.HealthChecks.IgnoredXIDs)), "0m", "warning",
+		{"GPUXidError", xidExpr(ignoredXIDMatcher(s.DevicePlugin.HealthChecks.IgnoredXIDs)), "0m", "warning",
 			"GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $labels.xid }}"},
 		{"GPUTemperatureHigh", gpuBy + " (DCGM_FI_DEV_GPU_TEMP) > 85", "5m", "warning",
 			"GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is at {{ $value }} °C"},
@@ -89,8 +90,32 @@ func (c *plan) prometheusRule() Object {
 		rules = append(rules, r)
 	}
 	spec := map[string]any{"groups": []any{map[string]any{"name": "gpupolicy.gpu", "rules": rules}}}
-	return Object{Stage: StageObservability, Component: "exporter",
-		Obj: c.unstructured(monitoringAPIVersion, "PrometheusRule", NameExporter, spec)}
+	u := c.unstructured(monitoringAPIVersion, "PrometheusRule", NameExporter, spec)
+	addLabels(u, c.p.Spec.Exporter.PrometheusRuleLabels)
+	return Object{Stage: StageObservability, Component: "exporter", Obj: u}
+}
+
+// addLabels adds a Prometheus's selector labels (serviceMonitorLabels, prometheusRuleLabels);
+// validation keeps them off the labels render sets itself.
+func addLabels(u *unstructured.Unstructured, extra map[string]string) {
+	if len(extra) == 0 {
+		return
+	}
+	l := u.GetLabels()
+	for k, v := range extra {
+		l[k] = v
+	}
+	u.SetLabels(l)
+}
+
+// xidExpr fires on an XID counter that rose in the last 10 minutes, and on one that appeared in
+// them: the exporter creates a GPU's series for an XID when that XID first happens, at 1 (the
+// XIDs a GPU may report are not known ahead, so there is no series at 0 to rise from), and
+// increase() of a series' first sample is nothing. sum without () drops the metric name so
+// the two branches have the same labels and a series in both is one alert.
+func xidExpr(matcher string) string {
+	sel := "gpupolicy_gpu_xid_errors_total{" + matcher + "}"
+	return fmt.Sprintf("increase(%[1]s[10m]) > 0 or sum without () (%[1]s unless %[1]s offset 10m) > 0", sel)
 }
 
 // ignoredXIDMatcher drops the XIDs that applications cause (the device plugin's list).

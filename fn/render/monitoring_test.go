@@ -38,7 +38,7 @@ func TestPrometheusRulesPromtool(t *testing.T) {
 	for _, name := range cases(t) {
 		p, objs := load(t, name)
 		spec := prometheusRule(t, objs)
-		want := v1alpha1.Bool(p.Spec.Exporter.Enabled) && v1alpha1.Bool(p.Spec.Exporter.ServiceMonitor)
+		want := v1alpha1.Bool(p.Spec.Exporter.Enabled) && v1alpha1.Bool(p.Spec.Exporter.PrometheusRule)
 		if (spec != nil) != want {
 			t.Fatalf("%s: PrometheusRule present = %v, want %v", name, spec != nil, want)
 		}
@@ -105,7 +105,9 @@ func ptr[T any](v T) *T { return &v }
 
 // alertTests are promtool unit tests for the default case's alerts: a node on another branch
 // drifts, a node on the same branch does not; a lost GPU fires; an application XID (13) is
-// ignored while a hardware XID (79) fires.
+// ignored while a hardware XID (79) fires. The XID series are what the exporter emits: absent
+// until the XID first happens, then 1 (plugin/exporter/metrics's TestXIDAlertOnRealScrape
+// feeds a real scrape); an XID 79 that happened long before (GPU 1) does not fire, nor GPU 0's 10 minutes on.
 const alertTests = `rule_files: [rules.yaml]
 evaluation_interval: 1m
 tests:
@@ -118,9 +120,11 @@ tests:
   - series: 'gpupolicy_gpu_up{Hostname="a", gpu="0", UUID="GPU-1"}'
     values: '1 1 0 0 0 0 0'
   - series: 'gpupolicy_gpu_xid_errors_total{Hostname="a", gpu="0", UUID="GPU-1", xid="13"}'
-    values: '0 1 2 3 4 5 6'
+    values: '_ 1 2 3 4 5 6'
   - series: 'gpupolicy_gpu_xid_errors_total{Hostname="a", gpu="0", UUID="GPU-1", xid="79"}'
-    values: '0 0 1 1 1 1 1'
+    values: '_x14 1x25'
+  - series: 'gpupolicy_gpu_xid_errors_total{Hostname="a", gpu="1", UUID="GPU-2", xid="79"}'
+    values: '1x40'
   alert_rule_test:
   - eval_time: 20m
     alertname: GPUDriverDrift
@@ -132,11 +136,14 @@ tests:
     exp_alerts:
     - exp_labels: {severity: critical, Hostname: a, gpu: "0", UUID: GPU-1}
       exp_annotations: {summary: "GPU 0 (GPU-1) on a does not answer NVML (fell off the bus?)"}
-  - eval_time: 5m
+  - eval_time: 20m
     alertname: GPUXidError
     exp_alerts:
     - exp_labels: {severity: warning, Hostname: a, gpu: "0", UUID: GPU-1, xid: "79"}
       exp_annotations: {summary: "GPU 0 on a reported XID 79"}
+  - eval_time: 30m
+    alertname: GPUXidError
+    exp_alerts: []
 `
 
 func TestAlertsFire(t *testing.T) {

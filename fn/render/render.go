@@ -20,7 +20,8 @@
 //	observability (3)   gpu-feature-discovery, gpu-exporter + Service, ServiceMonitor, PrometheusRule
 //
 // Every stage DaemonSet requires the entry selector and its nvidia.com/gpu.deploy.<stage> label
-// In [true]; only the driver container and the toolkit installer are privileged.
+// In [true]; only the containers that write the host are privileged: the toolkit stage's
+// toolkit-copy and install, and with driver.source container NVIDIA's driver container.
 package render
 
 import (

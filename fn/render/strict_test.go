@@ -129,7 +129,8 @@ func dig(t *testing.T, m map[string]any, keys ...string) map[string]any {
 	return m
 }
 
-// TestLeastPrivilege: only the driver container and the toolkit installer are privileged or
+// TestLeastPrivilege: only the driver container (nvidia-driver) and the toolkit stage's
+// containers (toolkit-copy, install) are privileged or
 // use hostPID; every DaemonSet tolerates, carries the priority class and gates on its stage.
 func TestLeastPrivilege(t *testing.T) {
 	mayPrivilege := map[string]bool{"nvidia-driver": true, "install": true, "toolkit-copy": true}

@@ -53,10 +53,11 @@ func renderToolkit(c *plan) (Objects, error) {
 	vols, mounts := volumesAndMounts(ms...)
 	d := daemonSet{
 		name: NameToolkit, component: "toolkit", stage: StageToolkit,
-		placement: placement{gate: config.LabelDeployToolkit},
-		hostPID:   true,
-		configs:   [][]byte{[]byte(c.dropIn)},
-		volumes:   vols,
+		placement:      placement{gate: config.LabelDeployToolkit},
+		hostPID:        true,
+		maxUnavailable: maxUnavailableOf(c.p.Spec.Toolkit.UpdateStrategy),
+		configs:        [][]byte{[]byte(c.dropIn)},
+		volumes:        vols,
 		containers: []corev1.Container{{
 			Name:  "install",
 			Image: c.images.gpupolicy,
@@ -69,7 +70,7 @@ func renderToolkit(c *plan) (Objects, error) {
 				"--restart-mode", cr.RestartMode,
 				"--watch", toolkitWatch},
 			Env:             []corev1.EnvVar{nodeNameEnv()},
-			Resources:       resources("20m", "64Mi", "256Mi"),
+			Resources:       resourcesOr(c.p.Spec.Toolkit.Resources, "20m", "64Mi", "256Mi"),
 			SecurityContext: privileged(),
 			VolumeMounts:    mounts,
 		}},
@@ -175,7 +176,7 @@ func (c *plan) toolkitCopy(d *daemonSet) {
 		Name:            "toolkit-copy",
 		Image:           c.images.toolkit,
 		Env:             env,
-		Resources:       resources("20m", "64Mi", "256Mi"),
+		Resources:       resourcesOr(c.p.Spec.Toolkit.Resources, "20m", "64Mi", "256Mi"),
 		SecurityContext: privileged(),
 		VolumeMounts:    mounts,
 	}}

@@ -127,8 +127,17 @@ func (c *checker) repository(p *field.Path, v, tagFrom string) {
 	c.errorf(p, v, "%q is not an image repository: write registry/path in lower case, e.g. \"nvcr.io/nvidia/driver\"", v)
 }
 
-// pinnedImage checks a full image reference that must carry a tag or digest.
+// sha256Digest is the only digest form containerd and the kubelet resolve: the OCI
+// registries' content address, lower-case hex.
+var sha256Digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// pinnedImage checks a full image reference that must carry a tag or digest; a digest must be
+// sha256:<64 lower-case hex digits> (a release pins the image by it: examples/github-actions).
 func (c *checker) pinnedImage(p *field.Path, v string) {
+	if _, digest, ok := strings.Cut(v, "@"); ok && !sha256Digest.MatchString(digest) {
+		c.errorf(p, v, "digest %q is not sha256:<64 lower-case hex digits>: copy the image's digest whole from the registry (e.g. `docker buildx imagetools inspect IMAGE`), as REPOSITORY@sha256:...", digest)
+		return
+	}
 	m := imageRef.FindStringSubmatch(v)
 	switch {
 	case m == nil:

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -39,6 +40,8 @@ type devicePluginSet struct {
 	resourceName, migStrategy, deviceListStrategy string
 	replicas                                      *int
 	ignoredXIDs                                   []uint64
+	resources                                     *corev1.ResourceRequirements
+	updateStrategy                                *v1alpha1.UpdateStrategy
 }
 
 func setIn(dp *v1alpha1.DevicePlugin) devicePluginSet {
@@ -46,6 +49,13 @@ func setIn(dp *v1alpha1.DevicePlugin) devicePluginSet {
 		return devicePluginSet{}
 	}
 	set := devicePluginSet{resourceName: dp.ResourceName, migStrategy: dp.MIGStrategy, deviceListStrategy: dp.DeviceListStrategy}
+	if dp.Resources != nil {
+		set.resources = dp.Resources.DeepCopy()
+	}
+	if u := dp.UpdateStrategy; u != nil && u.MaxUnavailable != nil {
+		mu := *u.MaxUnavailable
+		set.updateStrategy = &v1alpha1.UpdateStrategy{MaxUnavailable: &mu}
+	}
 	if dp.Sharing != nil && dp.Sharing.TimeSlicing != nil {
 		if r := dp.Sharing.TimeSlicing.Replicas; r != nil {
 			set.replicas = new(*r)
@@ -62,6 +72,8 @@ func setIn(dp *v1alpha1.DevicePlugin) devicePluginSet {
 // advertised under). For spec.devicePlugin set is the defaulted block itself: every value is
 // its own.
 func (c *checker) devicePlugin(dp *v1alpha1.DevicePlugin, set devicePluginSet, s *v1alpha1.Spec, p *field.Path) {
+	c.resources(p.Child("resources"), set.resources)
+	c.updateStrategy(p.Child("updateStrategy"), set.updateStrategy)
 	if set.resourceName != "" {
 		c.resourceName(p.Child("resourceName"), set.resourceName)
 	}

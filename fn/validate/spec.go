@@ -186,6 +186,8 @@ func (c *checker) toolkit(s *v1alpha1.Spec, p *field.Path) {
 	if c.dnsLabel(p.Child("runtimeClassName"), t.RuntimeClassName) {
 		c.runtimeHandler(p.Child("runtimeClassName"), t.RuntimeClassName)
 	}
+	c.resources(p.Child("resources"), t.Resources)
+	c.updateStrategy(p.Child("updateStrategy"), t.UpdateStrategy)
 	if v1alpha1.Bool(t.SetAsDefault) {
 		c.warnf(p.Child("setAsDefault"), true, "every container on the GPU nodes then runs through nvidia-container-runtime, not only pods with runtimeClassName %q; keep false unless legacy pods cannot set runtimeClassName", t.RuntimeClassName)
 	}
@@ -226,6 +228,11 @@ func (c *checker) exporter(e *v1alpha1.Exporter, p *field.Path) {
 	if v1alpha1.Bool(e.PodAttribution) && !v1alpha1.Bool(e.Enabled) {
 		c.infof(p.Child("podAttribution"), true, "has no effect while exporter.enabled is false")
 	}
+	on := v1alpha1.Bool(e.Enabled)
+	c.selectorLabels(p.Child("serviceMonitorLabels"), e.ServiceMonitorLabels, on && v1alpha1.Bool(e.ServiceMonitor), "serviceMonitor")
+	c.selectorLabels(p.Child("prometheusRuleLabels"), e.PrometheusRuleLabels, on && v1alpha1.Bool(e.PrometheusRule), "prometheusRule")
+	c.resources(p.Child("resources"), e.Resources)
+	c.updateStrategy(p.Child("updateStrategy"), e.UpdateStrategy)
 }
 
 func (c *checker) images(s *v1alpha1.Spec, p *field.Path) {

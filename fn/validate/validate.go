@@ -43,6 +43,8 @@ func Policy(p *v1alpha1.GPUPolicy, w Written, opts Options) Results {
 	c.toolkit(&p.Spec, spec.Child("toolkit"))
 	c.devicePlugin(&p.Spec.DevicePlugin, setIn(&p.Spec.DevicePlugin), &p.Spec, spec.Child("devicePlugin"))
 	c.exporter(&p.Spec.Exporter, spec.Child("exporter"))
+	c.resources(spec.Child("featureDiscovery", "resources"), p.Spec.FeatureDiscovery.Resources)
+	c.updateStrategy(spec.Child("featureDiscovery", "updateStrategy"), p.Spec.FeatureDiscovery.UpdateStrategy)
 	c.nodePools(&p.Spec, w, spec.Child("nodePools"))
 	c.kubernetes(&p.Spec, spec)
 	c.images(&p.Spec, spec)

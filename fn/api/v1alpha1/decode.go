@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -187,6 +189,9 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path *field.Path, rng *Ra
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // an explicit null reads as unset, like an absent field
 	}
+	if d.scalarType(n, v, fp) {
+		return
+	}
 	switch v.Kind() {
 	case reflect.Pointer:
 		elem := reflect.New(v.Type().Elem())
@@ -230,7 +235,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path *field.Path, rng *Ra
 		for _, kv := range pairs {
 			elem := reflect.New(v.Type().Elem()).Elem()
 			d.value(kv.val, elem, fp.Key(kv.key.Value), nil)
-			m.SetMapIndex(reflect.ValueOf(kv.key.Value), elem)
+			m.SetMapIndex(reflect.ValueOf(kv.key.Value).Convert(v.Type().Key()), elem)
 		}
 		v.Set(m)
 	case reflect.Slice:
@@ -285,6 +290,46 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path *field.Path, rng *Ra
 	default:
 		panic(fmt.Sprintf("v1alpha1: no decoder for %s at %s", v.Type(), fp))
 	}
+}
+
+var (
+	quantityType    = reflect.TypeFor[resource.Quantity]()
+	intOrStringType = reflect.TypeFor[intstr.IntOrString]()
+)
+
+// scalarType decodes the Kubernetes types written as one scalar (a quantity such as 64Mi, an
+// int-or-string such as 10% or 2); it reports whether v was one of them.
+func (d *decoder) scalarType(n *yaml.Node, v reflect.Value, fp *field.Path) bool {
+	switch v.Type() {
+	case quantityType:
+		if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float") {
+			d.add(typeError(fp, n, "a quantity such as 64Mi or 20m"))
+			return true
+		}
+		q, err := resource.ParseQuantity(n.Value)
+		if err != nil {
+			d.add(field.Invalid(fp, n.Value, fmt.Sprintf("line %d: %q is not a quantity: write a number with an optional suffix, e.g. 64Mi (memory) or 20m (cpu)", n.Line, n.Value)))
+			return true
+		}
+		v.Set(reflect.ValueOf(q))
+		return true
+	case intOrStringType:
+		switch {
+		case n.Kind == yaml.ScalarNode && n.Tag == "!!int":
+			i, err := scalarInt(n)
+			if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
+				d.add(typeError(fp, n, "a number of nodes or a percentage such as \"10%\""))
+				return true
+			}
+			v.Set(reflect.ValueOf(intstr.FromInt32(int32(i))))
+		case n.Kind == yaml.ScalarNode && n.Tag == "!!str":
+			v.Set(reflect.ValueOf(intstr.FromString(n.Value)))
+		default:
+			d.add(typeError(fp, n, "a number of nodes or a percentage such as \"10%\""))
+		}
+		return true
+	}
+	return false
 }
 
 // tooManyError refuses a list or map over its entry limit, with the count where the file

@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/gpupolicy/gpupolicy/fn/version"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
@@ -153,6 +155,7 @@ func Default(p *GPUPolicy) {
 	orDefault(&t.RuntimeClassName, DefaultRuntimeClassName)
 	boolDefault(&t.SetAsDefault, false)
 	boolDefault(&t.CDI, true)
+	defaultRollout(&t.Resources, &t.UpdateStrategy, DefaultResources("20m", "64Mi", "256Mi"))
 
 	defaultDevicePlugin(&s.DevicePlugin, DevicePlugin{
 		ResourceName:       config.DefaultResourceName,
@@ -160,6 +163,8 @@ func Default(p *GPUPolicy) {
 		DeviceListStrategy: config.DefaultDeviceListStrategy,
 		Sharing:            &Sharing{TimeSlicing: &TimeSlicing{Replicas: ptr(config.DefaultReplicas)}},
 		HealthChecks:       &HealthChecks{Enabled: ptr(true), IgnoredXIDs: config.DefaultIgnoredXIDs()},
+		Resources:          DefaultResources("20m", "64Mi", "256Mi"),
+		UpdateStrategy:     DefaultUpdateStrategy(),
 	})
 	for i := range s.NodePools {
 		np := &s.NodePools[i]
@@ -170,6 +175,7 @@ func Default(p *GPUPolicy) {
 	}
 
 	boolDefault(&s.FeatureDiscovery.Enabled, true)
+	defaultRollout(&s.FeatureDiscovery.Resources, &s.FeatureDiscovery.UpdateStrategy, DefaultResources("10m", "32Mi", "128Mi"))
 
 	e := &s.Exporter
 	boolDefault(&e.Enabled, true)
@@ -178,7 +184,9 @@ func Default(p *GPUPolicy) {
 	}
 	orDefault(&e.Interval, DefaultExporterInterval)
 	boolDefault(&e.ServiceMonitor, true)
+	boolDefault(&e.PrometheusRule, *e.ServiceMonitor)
 	boolDefault(&e.PodAttribution, true)
+	defaultRollout(&e.Resources, &e.UpdateStrategy, DefaultResources("50m", "64Mi", "128Mi"))
 
 	boolDefault(&s.Guardrails.Enabled, true)
 	orDefault(&s.Images.GPUPolicy, DefaultGPUPolicyImage())
@@ -205,5 +213,47 @@ func defaultDevicePlugin(dp *DevicePlugin, base DevicePlugin) {
 	boolDefault(&dp.HealthChecks.Enabled, Bool(base.HealthChecks.Enabled))
 	if dp.HealthChecks.IgnoredXIDs == nil {
 		dp.HealthChecks.IgnoredXIDs = slices.Clone(base.HealthChecks.IgnoredXIDs)
+	}
+	if dp.Resources == nil && base.Resources != nil {
+		dp.Resources = base.Resources.DeepCopy()
+	}
+	if dp.UpdateStrategy == nil {
+		dp.UpdateStrategy = &UpdateStrategy{}
+	}
+	if dp.UpdateStrategy.MaxUnavailable == nil && base.UpdateStrategy != nil && base.UpdateStrategy.MaxUnavailable != nil {
+		mu := *base.UpdateStrategy.MaxUnavailable
+		dp.UpdateStrategy.MaxUnavailable = &mu
+	}
+}
+
+// DefaultMaxUnavailable is how many of a DaemonSet's nodes may update at once: a tenth, so a
+// bad rollout stops (the DaemonSet controller waits for ready pods) before most nodes have it.
+const DefaultMaxUnavailable = "10%"
+
+// DefaultUpdateStrategy is a fresh copy of the default rolling update.
+func DefaultUpdateStrategy() *UpdateStrategy {
+	mu := intstr.FromString(DefaultMaxUnavailable)
+	return &UpdateStrategy{MaxUnavailable: &mu}
+}
+
+// DefaultResources is a container's requests of cpu and memory with a memory limit (no cpu
+// limit: throttling a node program slows its health checks, it saves nothing).
+func DefaultResources(cpu, memory, memoryLimit string) *corev1.ResourceRequirements {
+	return &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memoryLimit)},
+	}
+}
+
+// defaultRollout sets a component's resources and update strategy where unset.
+func defaultRollout(res **corev1.ResourceRequirements, us **UpdateStrategy, defaults *corev1.ResourceRequirements) {
+	if *res == nil {
+		*res = defaults
+	}
+	if *us == nil {
+		*us = &UpdateStrategy{}
+	}
+	if (*us).MaxUnavailable == nil {
+		(*us).MaxUnavailable = DefaultUpdateStrategy().MaxUnavailable
 	}
 }

@@ -4,7 +4,10 @@
 // decoding with field paths in decode.go. The reference document is fn/api/v1alpha1/README.md.
 package v1alpha1
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
 
 const (
 	Group      = "gpupolicy.dev"
@@ -115,6 +118,19 @@ type Toolkit struct {
 	SetAsDefault *bool `json:"setAsDefault,omitempty"`
 	// CDI makes the runtime inject devices through CDI specs.
 	CDI *bool `json:"cdi,omitempty"`
+	// Resources of the toolkit stage's containers (toolkit-copy and install). Default: requests
+	// cpu 20m, memory 64Mi; limits memory 256Mi. A value set replaces the default whole.
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// UpdateStrategy is how the toolkit DaemonSet replaces its pods when they change.
+	UpdateStrategy *UpdateStrategy `json:"updateStrategy,omitempty"`
+}
+
+// UpdateStrategy is how a component's DaemonSet replaces its pods after a change of the pod
+// template or of a ConfigMap they read (a rolling update).
+type UpdateStrategy struct {
+	// MaxUnavailable is how many of the DaemonSet's nodes may be without a ready pod during
+	// the update: a number, or a percentage of the nodes it selects ("10%"). Default "10%".
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
 // DevicePlugin configures the kubelet device plugin. In a node pool every field is optional
@@ -125,6 +141,11 @@ type DevicePlugin struct {
 	DeviceListStrategy string        `json:"deviceListStrategy,omitempty"` // cdi-cri | envvar
 	Sharing            *Sharing      `json:"sharing,omitempty"`
 	HealthChecks       *HealthChecks `json:"healthChecks,omitempty"`
+	// Resources of the device plugin container. Default: requests cpu 20m, memory 64Mi; limits
+	// memory 256Mi. A value set replaces the default whole.
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// UpdateStrategy is how the device plugin DaemonSet replaces its pods when they change.
+	UpdateStrategy *UpdateStrategy `json:"updateStrategy,omitempty"`
 }
 
 // Sharing of a GPU between containers.
@@ -148,15 +169,35 @@ type HealthChecks struct {
 // FeatureDiscovery labels nodes with GPU features (gpu-feature-discovery's label names).
 type FeatureDiscovery struct {
 	Enabled *bool `json:"enabled,omitempty"`
+	// Resources of the feature discovery container. Default: requests cpu 10m, memory 32Mi;
+	// limits memory 128Mi. A value set replaces the default whole.
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// UpdateStrategy is how the feature discovery DaemonSet replaces its pods when they change.
+	UpdateStrategy *UpdateStrategy `json:"updateStrategy,omitempty"`
 }
 
 // Exporter is the dcgm-exporter compatible metrics DaemonSet.
 type Exporter struct {
-	Enabled        *bool  `json:"enabled,omitempty"`
-	Port           *int   `json:"port,omitempty"`     // a pointer so an explicit 0 is an error; read it with GetPort
-	Interval       string `json:"interval,omitempty"` // Go duration
-	ServiceMonitor *bool  `json:"serviceMonitor,omitempty"`
-	PodAttribution *bool  `json:"podAttribution,omitempty"`
+	Enabled  *bool  `json:"enabled,omitempty"`
+	Port     *int   `json:"port,omitempty"`     // a pointer so an explicit 0 is an error; read it with GetPort
+	Interval string `json:"interval,omitempty"` // Go duration
+	// ServiceMonitor renders a Prometheus Operator ServiceMonitor for the exporter.
+	ServiceMonitor *bool `json:"serviceMonitor,omitempty"`
+	// ServiceMonitorLabels are added to the ServiceMonitor's labels, for a Prometheus that
+	// selects ServiceMonitors by label (kube-prometheus-stack: {release: <its release name>}).
+	ServiceMonitorLabels map[string]string `json:"serviceMonitorLabels,omitempty"`
+	// PrometheusRule renders the PrometheusRule with the GPU alerts (GPULost, GPUXidError, ...).
+	// Default: the value of serviceMonitor.
+	PrometheusRule *bool `json:"prometheusRule,omitempty"`
+	// PrometheusRuleLabels are added to the PrometheusRule's labels, for a Prometheus that
+	// selects rules by label (kube-prometheus-stack: {release: <its release name>}).
+	PrometheusRuleLabels map[string]string `json:"prometheusRuleLabels,omitempty"`
+	PodAttribution       *bool             `json:"podAttribution,omitempty"`
+	// Resources of the exporter container. Default: requests cpu 50m, memory 64Mi; limits
+	// memory 128Mi. A value set replaces the default whole.
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// UpdateStrategy is how the exporter DaemonSet replaces its pods when they change.
+	UpdateStrategy *UpdateStrategy `json:"updateStrategy,omitempty"`
 }
 
 // NodePool is a disjoint subset of GPU nodes with its own device plugin settings.

@@ -25,6 +25,10 @@ const (
 // prunes instead) and no constraints on apiVersion, kind or metadata, which it owns.
 func schemaMap(n *node, crd bool) map[string]any {
 	m := map[string]any{"type": n.typ}
+	if n.scalar != "" {
+		// Kubernetes' own marker for these types; anyOf says the same to JSON Schema tools.
+		m = map[string]any{"x-kubernetes-int-or-string": true, "anyOf": []any{map[string]any{"type": "integer"}, map[string]any{"type": "string"}}}
+	}
 	if n.format != "" {
 		m["format"] = n.format
 	}
@@ -160,6 +164,8 @@ func writeRows(b *strings.Builder, path string, n *node) {
 func typeName(n *node) string {
 	var s string
 	switch {
+	case n.scalar != "":
+		s = n.scalar
 	case n.goType != "":
 		s = n.goType
 	case n.values != nil:

@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
@@ -25,6 +28,16 @@ type node struct {
 	items       *node
 	values      *node  // map value schema (additionalProperties)
 	goType      string // "core/v1.Toleration" for types outside this module, else ""
+	// scalar names a Kubernetes type written as one scalar, an integer or a string
+	// ("quantity", "int or string"); typ is then empty.
+	scalar string
+}
+
+// scalarTypes are the Go structs that JSON reads from one scalar (they implement
+// json.Unmarshaler): described by what a person writes, not by their Go fields.
+var scalarTypes = map[reflect.Type]string{
+	reflect.TypeFor[resource.Quantity]():  "quantity",
+	reflect.TypeFor[intstr.IntOrString](): "int or string",
 }
 
 type property struct {
@@ -109,6 +122,10 @@ func (b *builder) build(t reflect.Type, given, defaulted reflect.Value) (*node, 
 		return b.build(t.Elem(), deref(given), deref(defaulted))
 	}
 	n := &node{}
+	if s, ok := scalarTypes[t]; ok {
+		n.scalar = s
+		return n, b.defaultOf(n, given, defaulted)
+	}
 	if !strings.HasPrefix(t.PkgPath(), modulePrefix) && t.Name() != "" && t.PkgPath() != "" {
 		n.goType = shortPkg(t.PkgPath()) + "." + t.Name()
 	}
@@ -177,15 +194,22 @@ func (b *builder) build(t reflect.Type, given, defaulted reflect.Value) (*node, 
 	default:
 		return nil, fmt.Errorf("%s: no JSON schema mapping for kind %s", t, t.Kind())
 	}
-	// A default is a value Default put where the minimal policy had none (or a nil pointer).
+	return n, b.defaultOf(n, given, defaulted)
+}
+
+// defaultOf sets n's documented default: a value Default put where the minimal policy had
+// none (or a nil pointer).
+func (b *builder) defaultOf(n *node, given, defaulted reflect.Value) error {
 	if defaulted.IsValid() && (!given.IsValid() || !reflect.DeepEqual(given.Interface(), defaulted.Interface())) {
 		raw, err := json.Marshal(defaulted.Interface())
 		if err != nil {
-			return nil, err
+			return err
 		}
-		n.def = raw
+		if string(raw) != "null" { // an absent list stays absent: no default to document
+			n.def = raw
+		}
 	}
-	return n, nil
+	return nil
 }
 
 // describe sets p's description from the field's comment, or from its type's comment when the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+	"github.com/gpupolicy/gpupolicy/plugin/commonflags"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -50,6 +51,10 @@ nodes with an NVIDIA GPU on the PCI bus. It only ever changes nvidia.com/ labels
 and the GPUStackReady condition (nodes/status) of the node named by NODE_NAME (or --node).
 
 Usage: gpu-node-agent <subcommand> [flags]
+       gpu-node-agent --version
+
+Every subcommand also takes the flags all node programs share: --log-format json|text (default
+json), --log-level debug|info|warn|error (default info) and --version.
 `
 
 // Usage writes the full manual: every subcommand with every flag.
@@ -106,6 +111,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprintln(stdout, commonflags.VersionLine("gpu-node-agent"))
+		return 0
+	}
 	name, rest := args[0], args[1:]
 	if subs := groupSubcommands(name); subs != "" {
 		// A group ("toolkit") takes its subcommand next; --help there is the group's manual.
@@ -128,6 +137,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.SetOutput(io.Discard) // a parse error is one line, below; only --help prints the manual
 		fs.Usage = func() {}
 		run := c.flags(fs)
+		common := commonflags.Register(fs)
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fmt.Fprintf(stderr, "Usage: gpu-node-agent %s [flags]\n    %s\n", c.name, c.summary)
@@ -142,7 +152,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "gpu-node-agent %s: %v\n", c.name, err)
 			return 2
 		}
-		log := slog.New(slog.NewJSONHandler(stderr, nil))
+		if common.PrintVersion(stdout, "gpu-node-agent") {
+			return 0
+		}
+		log, err := common.Logger(stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "gpu-node-agent %s: %v\n", c.name, err)
+			return 2
+		}
 		if err := run(ctx, &env{stdout: stdout, stderr: stderr, log: log, args: fs.Args()}); err != nil {
 			if errors.Is(err, context.Canceled) {
 				return 0 // SIGTERM: a clean stop (the toolkit never uninstalls on stop)

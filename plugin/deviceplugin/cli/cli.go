@@ -9,11 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/gpupolicy/gpupolicy/plugin/commonflags"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
@@ -53,7 +53,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	mock := fs.String("nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(gpumock.Names(), ", ")+")")
 	probe := fs.Duration("probe-interval", 5*time.Second, "how often each GPU is probed (answers NVML, uncorrected ECC count) for health and recovery")
 	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "node name for the logs (default $NODE_NAME)")
-	logFormat := fs.String("log-format", "json", "log format: json or text")
+	common := commonflags.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -63,6 +63,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	if common.PrintVersion(stdout, "gpu-device-plugin") {
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "gpu-device-plugin: unexpected arguments %q\n", fs.Args())
@@ -76,11 +79,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gpu-device-plugin: %v\n", err)
 		return 2
 	}
-	log, err := newLogger(stderr, *logFormat, *nodeName)
+	base, err := common.Logger(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "gpu-device-plugin: %v\n", err)
 		return 2
 	}
+	log := base.With("node", *nodeName, "stage", config.StageDevicePlugin)
 	routeGRPCLogs(log)
 	cfg := config.DefaultDevicePlugin()
 	if *configFile != "" {
@@ -110,17 +114,4 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func newLogger(w io.Writer, format, node string) (*slog.Logger, error) {
-	var h slog.Handler
-	switch format {
-	case "json":
-		h = slog.NewJSONHandler(w, nil)
-	case "text":
-		h = slog.NewTextHandler(w, nil)
-	default:
-		return nil, fmt.Errorf("--log-format %q: want json or text", format)
-	}
-	return slog.New(h).With("node", node, "stage", config.StageDevicePlugin), nil
 }

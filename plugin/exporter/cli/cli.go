@@ -9,18 +9,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/gpupolicy/gpupolicy/plugin/commonflags"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/exporter"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
-// parseFlags returns the exporter's options and the --log-level.
-func parseFlags(args []string, stderr io.Writer) (o exporter.Options, logLevel string, err error) {
+// parseFlags returns the exporter's options and the flags every node program shares.
+func parseFlags(args []string, stderr io.Writer) (o exporter.Options, common *commonflags.Flags, err error) {
 	fs := flag.NewFlagSet("gpu-exporter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.Listen, "listen", ":9400", "address to serve /metrics, /healthz (liveness) and /readyz (first NVML snapshot taken) on")
@@ -30,7 +30,7 @@ func parseFlags(args []string, stderr io.Writer) (o exporter.Options, logLevel s
 	fs.DurationVar(&o.PodResourcesRefresh, "pod-resources-refresh", 10*time.Second, "how often the pod-resources List runs in the background")
 	fs.StringVar(&o.NVMLMock, "nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(gpumock.Names(), ", ")+")")
 	fs.StringVar(&o.Hostname, "hostname", "", "value of the Hostname label (default: $NODE_NAME, else the host name)")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	common = commonflags.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: gpu-exporter [flags]
 
@@ -43,19 +43,19 @@ Flags:
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return o, "", err
+		return o, nil, err
 	}
 	if fs.NArg() > 0 {
-		return o, "", fmt.Errorf("unexpected arguments %q: gpu-exporter takes flags only (see --help)", fs.Args())
+		return o, nil, fmt.Errorf("unexpected arguments %q: gpu-exporter takes flags only (see --help)", fs.Args())
 	}
 	if err := config.CheckAbsolutePaths(fs, "pod-resources-socket"); err != nil {
-		return o, "", err
+		return o, nil, err
 	}
 	if err := config.CheckInterval("interval", o.Interval, config.MinExporterInterval, config.MaxExporterInterval, 15*time.Second); err != nil {
-		return o, "", fmt.Errorf("%w: the bounds of spec.exporter.interval, which is also the scrape interval", err)
+		return o, nil, fmt.Errorf("%w: the bounds of spec.exporter.interval, which is also the scrape interval", err)
 	}
 	if o.PodResourcesRefresh < 100*time.Millisecond {
-		return o, "", fmt.Errorf("--pod-resources-refresh %s is too short: use at least 100ms", o.PodResourcesRefresh)
+		return o, nil, fmt.Errorf("--pod-resources-refresh %s is too short: use at least 100ms", o.PodResourcesRefresh)
 	}
 	if o.Hostname == "" {
 		o.Hostname = os.Getenv("NODE_NAME")
@@ -63,25 +63,17 @@ Flags:
 	if o.Hostname == "" {
 		h, err := os.Hostname()
 		if err != nil {
-			return o, "", fmt.Errorf("cannot determine the Hostname label: set --hostname or NODE_NAME: %w", err)
+			return o, nil, fmt.Errorf("cannot determine the Hostname label: set --hostname or NODE_NAME: %w", err)
 		}
 		o.Hostname = h
 	}
-	return o, logLevel, nil
-}
-
-func newLogger(w io.Writer, level, node string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})).With("node", node), nil
+	return o, common, nil
 }
 
 // Main is the gpu-exporter command line (without the program name): it parses args, serves
 // until ctx ends and returns the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, logLevel, err := parseFlags(args, stderr)
+	o, common, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -89,11 +81,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gpu-exporter:", err)
 		return 2
 	}
-	o.Logger, err = newLogger(stderr, logLevel, o.Hostname)
+	if common.PrintVersion(stdout, "gpu-exporter") {
+		return 0
+	}
+	log, err := common.Logger(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "gpu-exporter:", err)
 		return 2
 	}
+	o.Logger = log.With("node", o.Hostname)
 	if err := exporter.Serve(ctx, o); err != nil {
 		o.Logger.Error("exporter stopped", "stage", "exporter", "error", err)
 		return 1

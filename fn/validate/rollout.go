@@ -1,0 +1,93 @@
+package validate
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/fn/render"
+)
+
+// containerResources are the resources a node program may ask for: it must never take a GPU
+// (or any extended resource) from the workloads it serves.
+var containerResources = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage}
+
+// resources checks a component's container resources the way the API server would refuse the
+// DaemonSet (a request over its limit), and what it would accept but hurt: an extended
+// resource (nvidia.com/gpu) a node program would take from the workloads.
+func (c *checker) resources(p *field.Path, r *corev1.ResourceRequirements) {
+	if r == nil {
+		return
+	}
+	for _, part := range []struct {
+		name string
+		list corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		for _, name := range slices.Sorted(maps.Keys(part.list)) {
+			q, np := part.list[name], p.Child(part.name).Key(string(name))
+			switch {
+			case !slices.Contains(containerResources, name):
+				c.errorf(np, q.String(), "%s is not a resource a node program may use: set only cpu, memory and ephemeral-storage (a GPU or other extended resource would be taken from the workloads)", name)
+			case q.Sign() < 0:
+				c.errorf(np, q.String(), "%s is negative: give a quantity such as 64Mi (memory) or 20m (cpu)", q.String())
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
+		req := r.Requests[name]
+		if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
+			c.errorf(p.Child("requests").Key(string(name)), req.String(), "request %s is over the limit %s (resources.limits.%s): the API server refuses the DaemonSet; raise the limit or lower the request", req.String(), lim.String(), name)
+		}
+	}
+	if len(r.Claims) > 0 {
+		c.errorf(p.Child("claims"), len(r.Claims), "resource claims are not rendered for node programs (their pods have no resourceClaims): remove resources.claims")
+	}
+}
+
+// updateStrategy checks maxUnavailable as the DaemonSet controller reads it: a positive
+// number of nodes, or a percentage of them from 1% to 100%.
+func (c *checker) updateStrategy(p *field.Path, u *v1alpha1.UpdateStrategy) {
+	if u == nil || u.MaxUnavailable == nil {
+		return
+	}
+	mp := p.Child("maxUnavailable")
+	mu := u.MaxUnavailable
+	const fix = `use a number of nodes (1 or more) or a percentage of them from "1%" to "100%", e.g. "` + v1alpha1.DefaultMaxUnavailable + `"`
+	if mu.Type == intstr.Int {
+		if mu.IntVal < 1 {
+			c.errorf(mp, mu.IntVal, "%d lets no node update, so the DaemonSet never rolls out (the API server refuses 0): %s", mu.IntVal, fix)
+		}
+		return
+	}
+	pct, ok := strings.CutSuffix(mu.StrVal, "%")
+	n, err := strconv.Atoi(pct)
+	switch {
+	case !ok || err != nil:
+		c.errorf(mp, mu.StrVal, "%q is neither a number nor a percentage: %s", mu.StrVal, fix)
+	case n < 1 || n > 100:
+		c.errorf(mp, mu.StrVal, "%s is outside 1%%–100%%: %s", mu.StrVal, fix)
+	}
+}
+
+// ownLabels are the labels render sets on every object; a Prometheus selector label must not
+// replace them (the objects would leave their instance, or look unmanaged).
+var ownLabels = []string{render.LabelName, render.LabelInstance, render.LabelManagedBy, render.LabelPartOf, render.LabelComponent}
+
+// selectorLabels checks the labels a Prometheus selects ServiceMonitors or rules by.
+func (c *checker) selectorLabels(p *field.Path, m map[string]string, rendered bool, toggle string) {
+	c.labelMap(p, m)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if slices.Contains(ownLabels, k) {
+			c.errorf(p.Key(k), m[k], "%s is a label gpupolicy-fn sets on every object it renders: use your Prometheus's selector label instead, e.g. release: kube-prometheus-stack", k)
+		}
+	}
+	if len(m) > 0 && !rendered {
+		c.infof(p, len(m), "has no effect while exporter.%s is false (or the exporter is disabled)", toggle)
+	}
+}
