@@ -95,6 +95,7 @@ var renderers = []renderer{
 	renderNodeAgent,
 	renderDriver,
 	renderToolkit,
+	renderMIG,
 	renderDevicePlugins,
 	renderFeatureDiscovery,
 	renderExporter,

@@ -187,6 +187,10 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path *field.Path, rng *Ra
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // an explicit null reads as unset, like an absent field
 	}
+	if devs, ok := v.Addr().Interface().(*MIGDevices); ok {
+		d.migDevices(n, devs, fp)
+		return
+	}
 	switch v.Kind() {
 	case reflect.Pointer:
 		elem := reflect.New(v.Type().Elem())

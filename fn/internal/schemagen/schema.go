@@ -25,6 +25,11 @@ type node struct {
 	items       *node
 	values      *node  // map value schema (additionalProperties)
 	goType      string // "core/v1.Toleration" for types outside this module, else ""
+	// anyOf is a value of several shapes (MIG devices: "all" or a list of indexes); typ is
+	// then "". A CRD's structural schema cannot say this, so it keeps such a value whole.
+	anyOf []*node
+	// shape names an anyOf value in the reference table.
+	shape string
 }
 
 type property struct {
@@ -107,6 +112,12 @@ func minimalPolicy() *v1alpha1.GPUPolicy {
 func (b *builder) build(t reflect.Type, given, defaulted reflect.Value) (*node, error) {
 	if t.Kind() == reflect.Pointer {
 		return b.build(t.Elem(), deref(given), deref(defaulted))
+	}
+	if t == reflect.TypeOf(v1alpha1.MIGDevices{}) {
+		return &node{shape: `"all" or list of integer`, anyOf: []*node{
+			{typ: "string", enum: []string{v1alpha1.MIGDevicesAll}},
+			{typ: "array", items: &node{typ: "integer", minimum: i64(0)}},
+		}}, nil
 	}
 	n := &node{}
 	if !strings.HasPrefix(t.PkgPath(), modulePrefix) && t.Name() != "" && t.PkgPath() != "" {
