@@ -66,7 +66,8 @@ func agentMIG(np *v1alpha1.NodePool) *config.AgentMIG {
 // done: it needs NVML). It is not privileged: the nvidia runtime injects the MIG
 // configuration capability (NVIDIA_MIG_CONFIG_DEVICES=all), which needs CAP_SYS_ADMIN, and
 // NVML's MIG calls need uid 0. It reads the kubelet's pod-resources socket to refuse GPUs that
-// pods hold, and uses the node agent's identity (labels of its own node, Events).
+// pods hold, writes only /var/lib/gpupolicy of the host (what it applied, for the toolkit
+// stage's CDI spec), and uses the node agent's identity (labels of its own node, Events).
 func renderMIG(c *plan) (Objects, error) {
 	pools := migPools(c.p)
 	if len(pools) == 0 {
@@ -89,11 +90,19 @@ func renderMIG(c *plan) (Objects, error) {
 	for _, k := range slices.Sorted(maps.Keys(data)) {
 		hashed = append(hashed, data[k]...)
 	}
-	vols, mounts := volumesAndMounts(
+	ms := []mount{
 		agentConfigMount(),
 		configMapMount("mig-config", config.MIGConfigMap, config.MIGConfigDir),
 		hostPath("pod-resources", podResourcesDir, corev1.HostPathDirectory, podResourcesDir, true),
-	)
+		// The step records the MIG devices it made (config.MIGAppliedFile) for the toolkit
+		// stage, which regenerates the CDI spec from them.
+		stateMount(false),
+	}
+	if c.cdiSpec() {
+		// Read-only: success waits until the toolkit stage's spec names the new MIG devices.
+		ms = append(ms, hostPath("host-cdi", cdiDir, corev1.HostPathDirectoryOrCreate, hostRoot+cdiDir, true))
+	}
+	vols, mounts := volumesAndMounts(ms...)
 	sc := asRoot(unprivileged())
 	sc.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
 	ds, err := c.build(daemonSet{
@@ -109,6 +118,7 @@ func renderMIG(c *plan) (Objects, error) {
 			Command: []string{"gpu-node-agent", "mig",
 				"--config", config.AgentConfigPath,
 				"--mig-config-dir", config.MIGConfigDir,
+				"--host-root", hostRoot,
 				"--pod-resources-socket", podResourcesSocket},
 			Env: append([]corev1.EnvVar{nodeNameEnv()}, append(nvmlEnv(),
 				corev1.EnvVar{Name: "NVIDIA_MIG_CONFIG_DEVICES", Value: "all"},

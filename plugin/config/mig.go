@@ -19,6 +19,11 @@ const (
 	// AnnotationMIGMessage says why the state is what it is (the pods that hold a GPU, the
 	// GPU that needs a reset, NVML's error), in words.
 	AnnotationMIGMessage = "nvidia.com/mig.config.message"
+
+	// MIGAppliedFile is written under the host root by the MIG step after it repartitioned the
+	// GPUs: the toolkit stage watches it and regenerates the CDI spec, whose MIG device names
+	// (MIG UUIDs) changed; the step reports success only once the spec names them.
+	MIGAppliedFile = "/var/lib/gpupolicy/mig-applied.json"
 )
 
 // GPU Operator's values of LabelMIGConfigState.

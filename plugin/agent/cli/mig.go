@@ -13,7 +13,7 @@ import (
 )
 
 func migFlags(fs *flag.FlagSet) func(context.Context, *env) error {
-	cfgPath, node, kubeconfig := configFlag(fs), nodeFlag(fs), kubeconfigFlag(fs)
+	cfgPath, node, kubeconfig, hostRoot := configFlag(fs), nodeFlag(fs), kubeconfigFlag(fs), hostRootFlag(fs)
 	openNVML := mockFlags(fs)
 	dir := fs.String("mig-config-dir", config.MIGConfigDir, "directory of the pools' MIG layouts (ConfigMap "+config.MIGConfigMap+", one <pool>.yaml each)")
 	socket := fs.String("pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock", "the kubelet's pod-resources socket: GPUs that pods hold are never repartitioned (\"\": assume none is held, for tests only)")
@@ -38,7 +38,7 @@ func migFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		defer lib.Shutdown()
 		m := &migmanager.Manager{Client: client, Node: *node, Config: cfg, ConfigDir: *dir, Lib: lib, Timeout: *timeout,
-			Logger: e.log}
+			HostRoot: *hostRoot, Logger: e.log}
 		if *socket != "" {
 			pr, err := podresources.New(podresources.Config{Socket: *socket, Refresh: time.Minute, Logger: e.log})
 			if err != nil {

@@ -42,6 +42,10 @@ type Manager struct {
 	Holders func(ctx context.Context) (Holders, error)
 	// Timeout of a pending layout; 0 is DefaultTimeout.
 	Timeout time.Duration
+	// HostRoot is where the host's / is mounted: the step records what it applied there
+	// (config.MIGAppliedFile) and, for a pool whose device plugin passes CDI names, waits for
+	// the toolkit stage's CDI spec to name the new MIG devices. "" skips both (tests, demos).
+	HostRoot string
 	Logger  *slog.Logger
 
 	now          func() time.Time
@@ -109,11 +113,6 @@ func (m *Manager) decide(ctx context.Context, node *corev1.Node) Outcome {
 	if err != nil {
 		return fail("reading the GPUs: %v", err)
 	}
-	if inPlace {
-		m.pendingFor = ""
-		out.State, out.Message = config.MIGStateSuccess, fmt.Sprintf("layout %s is in place", layoutName)
-		return out
-	}
 	if m.pendingFor != layoutName {
 		m.pendingFor, m.pendingSince = layoutName, m.clock()
 	}
@@ -127,6 +126,14 @@ func (m *Manager) decide(ctx context.Context, node *corev1.Node) Outcome {
 			return fail("layout %s still not applied after %s: %s", layoutName, waited.Round(time.Second), msg)
 		}
 		out.State, out.Message = config.MIGStatePending, msg
+		return out
+	}
+	if inPlace {
+		if msg, ok := m.cdiReady(node, layoutName); !ok {
+			return pending("%s", msg)
+		}
+		m.pendingFor = ""
+		out.State, out.Message = config.MIGStateSuccess, fmt.Sprintf("layout %s is in place", layoutName)
 		return out
 	}
 	if open := openGates(node); len(open) > 0 {
@@ -155,6 +162,9 @@ func (m *Manager) decide(ctx context.Context, node *corev1.Node) Outcome {
 	case err != nil:
 		return fail("layout %s: %v", layoutName, err)
 	}
+	if msg, ok := m.cdiReady(node, layoutName); !ok {
+		return pending("layout %s applied to GPUs %s; %s", layoutName, joinInts(out.Changed), msg)
+	}
 	m.pendingFor = ""
 	why := "the pool's layout"
 	if fromLabel {
@@ -163,6 +173,33 @@ func (m *Manager) decide(ctx context.Context, node *corev1.Node) Outcome {
 	out.State = config.MIGStateSuccess
 	out.Message = fmt.Sprintf("layout %s (%s) applied; GPUs repartitioned: %s", layoutName, why, joinInts(out.Changed))
 	return out
+}
+
+// cdiReady records the applied MIG devices for the toolkit stage and, when the node's device
+// plugin passes CDI device names, says whether the CDI spec names every one yet.
+func (m *Manager) cdiReady(node *corev1.Node, layout string) (string, bool) {
+	if m.HostRoot == "" {
+		return "", true
+	}
+	uuids, err := migUUIDs(m.Lib)
+	if err != nil {
+		return fmt.Sprintf("listing the MIG devices: %v", err), false
+	}
+	if err := recordApplied(m.HostRoot, layout, uuids); err != nil {
+		return fmt.Sprintf("recording the MIG devices in %s for the toolkit stage: %v", config.MIGAppliedFile, err), false
+	}
+	dp := m.Config.PoolFor(node.Labels)
+	if !m.Config.Toolkit.CDI || dp.DeviceListStrategy != config.DeviceListCDICRI {
+		return "", true
+	}
+	missing, err := cdiMissing(m.HostRoot, uuids)
+	if err != nil {
+		return err.Error(), false
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("waiting for the toolkit stage to regenerate the CDI spec %s: it does not name MIG devices %s yet", config.CDISpecFile, shortList(missing)), false
+	}
+	return "", true
 }
 
 // openGates are the downstream gates still open on node.

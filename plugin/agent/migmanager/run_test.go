@@ -268,3 +268,38 @@ func TestNodeWithoutMIGPool(t *testing.T) {
 		t.Error("device-plugin gate closed on a node without MIG")
 	}
 }
+
+// With CDI device names, success waits for the toolkit stage's CDI spec to name the new MIG
+// devices; the step records them where the toolkit stage watches.
+func TestSuccessWaitsForTheCDISpec(t *testing.T) {
+	f := newFixture(t, map[string]string{})
+	root := t.TempDir()
+	f.mgr.HostRoot = root
+	f.mgr.Config.Toolkit.CDI = true
+	f.mgr.Config.NodePools[0].DevicePlugin.DeviceListStrategy = config.DeviceListCDICRI
+	f.reconcileGate(t)
+	out := f.mig(t, config.MIGStatePending)
+	if !strings.Contains(out.Message, "waiting for the toolkit stage to regenerate the CDI spec") {
+		t.Fatalf("message %q", out.Message)
+	}
+	b, err := os.ReadFile(filepath.Join(root, config.MIGAppliedFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec applied
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Layout != "balanced" || len(rec.MIGDevices) != 4*2+4*7 {
+		t.Fatalf("recorded %s (%v)", b, err)
+	}
+	var spec strings.Builder
+	spec.WriteString("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n")
+	for _, u := range rec.MIGDevices {
+		spec.WriteString("- name: " + u + "\n  containerEdits: {env: [X=1]}\n")
+	}
+	if err := os.MkdirAll(filepath.Join(root, filepath.Dir(config.CDISpecFile)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, config.CDISpecFile), []byte(spec.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.mig(t, config.MIGStateSuccess)
+}
