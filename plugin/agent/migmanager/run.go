@@ -46,7 +46,7 @@ type Manager struct {
 	// (config.MIGAppliedFile) and, for a pool whose device plugin passes CDI names, waits for
 	// the toolkit stage's CDI spec to name the new MIG devices. "" skips both (tests, demos).
 	HostRoot string
-	Logger  *slog.Logger
+	Logger   *slog.Logger
 
 	now          func() time.Time
 	pendingSince time.Time // when the current pending layout began (this process)
