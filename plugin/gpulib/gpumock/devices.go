@@ -86,6 +86,7 @@ type deviceState struct {
 	mig     migState
 	migFile string
 	migRaw  []byte
+	built   []*gpuMIG // the partitioning each GPU's migs were made from
 	topo    Topology
 	lost    []bool
 	dbe     []uint64
@@ -207,8 +208,8 @@ func (st *deviceState) fillGPU(i int, d *server.Device) {
 	d.GetMigDeviceHandleByIndexFunc = func(n int) (nvml.Device, nvml.Return) {
 		var dev nvml.Device
 		ret := st.read(func(*migState) {
-			if n >= 0 && n < len(st.migs[i]) {
-				dev = st.migs[i][n]
+			if devs := st.migDevices(i); n >= 0 && n < len(devs) {
+				dev = devs[n]
 			}
 		})
 		if ret == nvml.SUCCESS && dev == nil {

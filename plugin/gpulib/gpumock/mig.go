@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 
@@ -88,14 +89,12 @@ func (st *deviceState) withMIG(f func(s *migState) (changed bool)) error {
 			if err := json.Unmarshal(b, &s); err != nil || len(s.GPUs) != len(st.gpus) {
 				return fmt.Errorf("mock MIG state %s is unreadable or for another GPU count: %v", st.migFile, err)
 			}
-			st.mig, st.migRaw = s, b
-			st.rebuildMIGDevices() // another process changed the partitioning
+			st.mig, st.migRaw = s, b // another process changed the partitioning
 		}
 	}
 	if !f(&st.mig) {
 		return nil
 	}
-	st.rebuildMIGDevices()
 	if st.migFile == "" {
 		return nil
 	}
@@ -138,23 +137,40 @@ func (st *deviceState) change(f func(s *migState) nvml.Return) nvml.Return {
 	return ret
 }
 
-// rebuildMIGDevices makes the MIG device handles of every compute instance, in GPU
-// instance id order. Called with st.mu held after every change, and on a load.
-func (st *deviceState) rebuildMIGDevices() {
-	for i, d := range st.gpus {
-		var devs []*mock.Device
-		g := st.mig.GPUs[i]
-		if g.Mode == nvml.DEVICE_MIG_ENABLE {
-			for _, gi := range g.GIs {
-				gp := d.Config.MIGProfiles.GpuInstanceProfiles[gi.Profile]
-				for _, ci := range gi.CIs {
-					cp := d.Config.MIGProfiles.ComputeInstanceProfiles[gi.Profile][ci.Profile]
-					devs = append(devs, newMockMIGDevice(st, i, d, gp, cp, gi.ID, ci.ID))
-				}
+// migDevices returns GPU i's MIG device handles, one per compute instance in GPU instance id
+// order, made again only when the GPU's partitioning changed since they were made (a handle
+// is a large struct; a layout change makes dozens of NVML calls). Called with st.mu held.
+func (st *deviceState) migDevices(i int) []*mock.Device {
+	if st.built == nil {
+		st.built = make([]*gpuMIG, len(st.gpus))
+	}
+	g := st.mig.GPUs[i]
+	if b := st.built[i]; b != nil && reflect.DeepEqual(*b, g) {
+		return st.migs[i]
+	}
+	g = cloneGPU(g)
+	st.built[i] = &g
+	d := st.gpus[i]
+	var devs []*mock.Device
+	if g.Mode == nvml.DEVICE_MIG_ENABLE {
+		for _, gi := range g.GIs {
+			gp := d.Config.MIGProfiles.GpuInstanceProfiles[gi.Profile]
+			for _, ci := range gi.CIs {
+				cp := d.Config.MIGProfiles.ComputeInstanceProfiles[gi.Profile][ci.Profile]
+				devs = append(devs, newMockMIGDevice(st, i, d, gp, cp, gi.ID, ci.ID))
 			}
 		}
-		st.migs[i] = devs
 	}
+	st.migs[i] = devs
+	return devs
+}
+
+func cloneGPU(g gpuMIG) gpuMIG {
+	g.GIs = slices.Clone(g.GIs)
+	for k := range g.GIs {
+		g.GIs[k].CIs = slices.Clone(g.GIs[k].CIs)
+	}
+	return g
 }
 
 // fillMIG installs the MIG calls on GPU i.
