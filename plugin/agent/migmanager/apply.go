@@ -86,6 +86,72 @@ type gpuState struct {
 // held names the pods holding GPUs; a GPU that needs a change and is held is refused (all held
 // GPUs are named in one BusyError, before anything changes).
 func Apply(lib nvml.Interface, layout []mig.DeviceConfig, held Holders) ([]GPUChange, error) {
+	gpus, err := readLayoutGPUs(lib, layout)
+	if err != nil {
+		return nil, err
+	}
+	var todo []layoutGPU
+	var out []GPUChange
+	busy := Holders{}
+	var resets []int
+	for _, g := range gpus {
+		switch {
+		case g.state.pending != g.state.mode && g.state.pending == modeOf(g.want.MigEnabled):
+			resets = append(resets, g.index) // asked for earlier; only a reset completes it
+		case inPlace(g.state, g.want):
+			out = append(out, GPUChange{GPU: g.index, Reason: "already in place"})
+		case len(held[g.index]) > 0:
+			busy[g.index] = held[g.index]
+		default:
+			todo = append(todo, g)
+		}
+	}
+	if len(busy) > 0 {
+		return out, &BusyError{Held: busy}
+	}
+	for _, g := range todo {
+		if err := applyGPU(g.index, g.dev, g.state, g.want); err != nil {
+			var re *ResetError
+			if errors.As(err, &re) {
+				resets = append(resets, re.GPUs...)
+				continue
+			}
+			return out, err
+		}
+		out = append(out, GPUChange{GPU: g.index, Changed: true, Reason: "applied"})
+	}
+	if len(resets) > 0 {
+		slices.Sort(resets)
+		return out, &ResetError{GPUs: resets}
+	}
+	return out, nil
+}
+
+// InPlace reports whether every GPU the layout covers already matches it (reads only).
+func InPlace(lib nvml.Interface, layout []mig.DeviceConfig) (bool, error) {
+	gpus, err := readLayoutGPUs(lib, layout)
+	if err != nil {
+		return false, err
+	}
+	for _, g := range gpus {
+		if !inPlace(g.state, g.want) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// layoutGPU is a GPU the layout covers, with its entry and its partitioning now.
+type layoutGPU struct {
+	index int
+	dev   nvml.Device
+	state gpuState
+	want  mig.DeviceConfig
+}
+
+// readLayoutGPUs reads every GPU the layout covers; a layout that names a GPU the node does
+// not have is an error.
+func readLayoutGPUs(lib nvml.Interface, layout []mig.DeviceConfig) ([]layoutGPU, error) {
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return nil, &NVMLError{GPU: -1, Call: "DeviceGetCount", Ret: ret}
@@ -97,15 +163,7 @@ func Apply(lib nvml.Interface, layout []mig.DeviceConfig, held Holders) ([]GPUCh
 			}
 		}
 	}
-	type plan struct {
-		dev   nvml.Device
-		state gpuState
-		want  mig.DeviceConfig
-	}
-	var todo []plan
-	var out []GPUChange
-	busy := Holders{}
-	var resets []int
+	var out []layoutGPU
 	for i := range n {
 		want, ok := mig.ForGPU(layout, i)
 		if !ok {
@@ -119,43 +177,9 @@ func Apply(lib nvml.Interface, layout []mig.DeviceConfig, held Holders) ([]GPUCh
 		if err != nil {
 			return nil, err
 		}
-		wantMode := modeOf(want.MigEnabled)
-		switch {
-		case st.pending != st.mode && st.pending == wantMode:
-			resets = append(resets, i) // asked for earlier; only a reset completes it
-		case inPlace(st, want):
-			out = append(out, GPUChange{GPU: i, Reason: "already in place"})
-		case len(held[i]) > 0:
-			busy[i] = held[i]
-		default:
-			todo = append(todo, plan{dev, st, want})
-		}
-	}
-	if len(busy) > 0 {
-		return out, &BusyError{Held: busy}
-	}
-	for _, p := range todo {
-		i := gpuIndex(p.dev)
-		if err := applyGPU(i, p.dev, p.state, p.want); err != nil {
-			var re *ResetError
-			if errors.As(err, &re) {
-				resets = append(resets, re.GPUs...)
-				continue
-			}
-			return out, err
-		}
-		out = append(out, GPUChange{GPU: i, Changed: true, Reason: "applied"})
-	}
-	if len(resets) > 0 {
-		slices.Sort(resets)
-		return out, &ResetError{GPUs: resets}
+		out = append(out, layoutGPU{index: i, dev: dev, state: st, want: want})
 	}
 	return out, nil
-}
-
-func gpuIndex(d nvml.Device) int {
-	i, _ := d.GetIndex()
-	return i
 }
 
 func modeOf(enabled bool) int {

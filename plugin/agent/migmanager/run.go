@@ -295,29 +295,3 @@ func (m *Manager) Run(ctx context.Context, interval time.Duration) error {
 		}
 	}
 }
-
-// InPlace reports whether every GPU the layout covers already matches it (reads only).
-func InPlace(lib nvml.Interface, layout []mig.DeviceConfig) (bool, error) {
-	n, ret := lib.DeviceGetCount()
-	if ret != nvml.SUCCESS {
-		return false, &NVMLError{GPU: -1, Call: "DeviceGetCount", Ret: ret}
-	}
-	for i := range n {
-		want, ok := mig.ForGPU(layout, i)
-		if !ok {
-			continue
-		}
-		dev, ret := lib.DeviceGetHandleByIndex(i)
-		if ret != nvml.SUCCESS {
-			return false, &NVMLError{GPU: i, Call: "DeviceGetHandleByIndex", Ret: ret}
-		}
-		st, err := readGPU(i, dev)
-		if err != nil {
-			return false, err
-		}
-		if !inPlace(st, want) {
-			return false, nil
-		}
-	}
-	return true, nil
-}
