@@ -1,6 +1,7 @@
 package render
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -27,9 +28,10 @@ func migPools(p *v1alpha1.GPUPolicy) []*v1alpha1.NodePool {
 }
 
 // migParted is a pool's layouts as mig-parted's config file, so a reviewer reads the same
-// format GPU Operator's MIG manager takes and an existing config carries over. version comes
-// first, as in mig-parted's own examples; sigs.k8s.io/yaml sorts every map.
-func migParted(m *v1alpha1.MIG) ([]byte, error) {
+// format GPU Operator's MIG manager takes and an existing config carries over. A comment names
+// the pool's layout (mig-parted ignores it; a diff of the ConfigMap then shows a new default
+// too); version comes first, as in mig-parted's own examples; sigs.k8s.io/yaml sorts every map.
+func migParted(pool string, m *v1alpha1.MIG) ([]byte, error) {
 	cfgs := map[string][]mig.DeviceConfig{}
 	for _, name := range slices.Sorted(maps.Keys(m.Layouts)) {
 		var entries []mig.DeviceConfig
@@ -46,7 +48,9 @@ func migParted(m *v1alpha1.MIG) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte("version: "+mig.ConfigVersion+"\n"), body...), nil
+	head := fmt.Sprintf("# node pool %s: layout %s unless a node's label %s names another of these\nversion: %s\n",
+		pool, m.GetLayout(), config.LabelMIGConfig, mig.ConfigVersion)
+	return append([]byte(head), body...), nil
 }
 
 // agentMIG is what the agent config says about a pool's MIG layouts.
@@ -75,7 +79,7 @@ func renderMIG(c *plan) (Objects, error) {
 	}
 	data := map[string]string{}
 	for _, np := range pools {
-		b, err := migParted(np.MIG)
+		b, err := migParted(np.Name, np.MIG)
 		if err != nil {
 			return nil, err
 		}
