@@ -19,6 +19,9 @@ const (
 	// AnnotationMIGMessage says why the state is what it is (the pods that hold a GPU, the
 	// GPU that needs a reset, NVML's error), in words.
 	AnnotationMIGMessage = "nvidia.com/mig.config.message"
+	// AnnotationMIGPendingSince is "<layout> <RFC 3339 time>": when the MIG step began
+	// applying layout, so its timeout holds across restarts of the step.
+	AnnotationMIGPendingSince = "nvidia.com/mig.config.pending-since"
 
 	// MIGAppliedFile is written under the host root by the MIG step after it repartitioned the
 	// GPUs: the toolkit stage watches it and regenerates the CDI spec, whose MIG device names

@@ -48,9 +48,7 @@ type Manager struct {
 	HostRoot string
 	Logger   *slog.Logger
 
-	now          func() time.Time
-	pendingSince time.Time // when the current pending layout began (this process)
-	pendingFor   string
+	now func() time.Time
 }
 
 // Outcome is one pass's verdict: the state label value and why.
@@ -59,6 +57,17 @@ type Outcome struct {
 	Layout  string
 	Message string
 	Changed []int // GPUs repartitioned in this pass
+
+	since time.Time // when applying Layout began (pending and rebooting)
+}
+
+// pendingSince is when applying layout began by the node's annotation, else now.
+func pendingSince(node *corev1.Node, layout string, now time.Time) time.Time {
+	l, at, ok := strings.Cut(node.Annotations[config.AnnotationMIGPendingSince], " ")
+	if t, err := time.Parse(time.RFC3339, at); ok && l == layout && err == nil {
+		return t
+	}
+	return now
 }
 
 func (m *Manager) clock() time.Time {
@@ -113,16 +122,15 @@ func (m *Manager) decide(ctx context.Context, node *corev1.Node) Outcome {
 	if err != nil {
 		return fail("reading the GPUs: %v", err)
 	}
-	if m.pendingFor != layoutName {
-		m.pendingFor, m.pendingSince = layoutName, m.clock()
-	}
+	since := pendingSince(node, layoutName, m.clock())
+	out.since = since
 	timeout := m.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
 	pending := func(format string, args ...any) Outcome {
 		msg := fmt.Sprintf(format, args...)
-		if waited := m.clock().Sub(m.pendingSince); waited > timeout {
+		if waited := m.clock().Sub(since); waited > timeout {
 			return fail("layout %s still not applied after %s: %s", layoutName, waited.Round(time.Second), msg)
 		}
 		out.State, out.Message = config.MIGStatePending, msg
@@ -132,7 +140,6 @@ func (m *Manager) decide(ctx context.Context, node *corev1.Node) Outcome {
 		if msg, ok := m.cdiReady(node, layoutName); !ok {
 			return pending("%s", msg)
 		}
-		m.pendingFor = ""
 		out.State, out.Message = config.MIGStateSuccess, fmt.Sprintf("layout %s is in place", layoutName)
 		return out
 	}
@@ -165,7 +172,6 @@ func (m *Manager) decide(ctx context.Context, node *corev1.Node) Outcome {
 	if msg, ok := m.cdiReady(node, layoutName); !ok {
 		return pending("layout %s applied to GPUs %s; %s", layoutName, joinInts(out.Changed), msg)
 	}
-	m.pendingFor = ""
 	why := "the pool's layout"
 	if fromLabel {
 		why = "chosen by label " + config.LabelMIGConfig
@@ -237,9 +243,14 @@ func (m *Manager) loadLayout(pm *config.AgentMIG, name string) ([]mig.DeviceConf
 // report writes the state label, message and applied annotation, and posts an Event when the
 // state or its message changed.
 func (m *Manager) report(ctx context.Context, node *corev1.Node, out Outcome) error {
-	annotations := map[string]string{config.AnnotationMIGMessage: out.Message}
-	if out.State == config.MIGStateSuccess {
+	annotations := map[string]string{config.AnnotationMIGMessage: out.Message, config.AnnotationMIGPendingSince: ""}
+	switch out.State {
+	case config.MIGStateSuccess:
 		annotations[config.AnnotationMIGApplied] = out.Layout
+	default:
+		// Kept while failed too: a step restarted after its timeout stays failed, instead of
+		// pending for another timeout.
+		annotations[config.AnnotationMIGPendingSince] = out.Layout + " " + out.since.UTC().Format(time.RFC3339)
 	}
 	labels := map[string]string{config.LabelMIGConfigState: out.State}
 	changed := node.Labels[config.LabelMIGConfigState] != out.State || node.Annotations[config.AnnotationMIGMessage] != out.Message

@@ -217,9 +217,16 @@ func TestHeldGPUsPendThenFail(t *testing.T) {
 		t.Errorf("GPU 0 changed although the layout was refused: %v", got)
 	}
 	f.clock = f.clock.Add(2 * time.Minute)
+	// A restarted step (nothing in memory) still knows when the change began.
+	f.mgr = &Manager{Client: f.cs, Node: nodeName, Config: f.mgr.Config, ConfigDir: f.mgr.ConfigDir, Lib: f.mgr.Lib,
+		Holders: f.mgr.Holders, Timeout: time.Minute, now: func() time.Time { return f.clock }}
 	out = f.mig(t, config.MIGStateFailed)
 	if !strings.Contains(out.Message, "still not applied after 2m0s") || !strings.Contains(out.Message, "ml/train-7") {
 		t.Errorf("failed message %q", out.Message)
+	}
+	f.clock = f.clock.Add(time.Minute)
+	if again := f.mig(t, config.MIGStateFailed); again.State != config.MIGStateFailed {
+		t.Errorf("a failed change turned %s", again.State)
 	}
 	f.reconcileGate(t)
 	c := f.condition(t)
