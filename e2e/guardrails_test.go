@@ -51,6 +51,10 @@ func TestGuardrailsConfineTheAgent(t *testing.T) {
 			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":null}}}`, true, false},
 		{"own node, gate-status annotation", agent, "guard-own",
 			`{"metadata":{"annotations":{"` + config.AnnotationGateStatus + `":"{}"}}}`, true, false},
+		{"own node, MIG state label", agent, "guard-own",
+			`{"metadata":{"labels":{"` + config.LabelMIGConfigState + `":"success"}}}`, true, false},
+		{"own node, MIG layout choice (a person's label)", agent, "guard-own",
+			`{"metadata":{"labels":{"` + config.LabelMIGConfig + `":"all-1g.10gb"}}}`, false, false},
 		{"another node, nvidia.com/ label", agent, "guard-other",
 			`{"metadata":{"labels":{"` + config.LabelDeployDriver + `":"true"}}}`, false, false},
 		{"own node, label outside nvidia.com/", agent, "guard-own",
@@ -80,6 +84,10 @@ func TestGuardrailsConfineTheAgent(t *testing.T) {
 		// The policies confine the agent only: a person (admin) still manages nodes.
 		{"admin, label outside nvidia.com/", env.cs, "guard-own",
 			`{"metadata":{"labels":{"team":"ml"}}}`, true, false},
+		{"admin, MIG layout choice", env.cs, "guard-own",
+			`{"metadata":{"labels":{"` + config.LabelMIGConfig + `":"all-1g.10gb"}}}`, true, false},
+		{"own node, a person's MIG layout choice removed", agent, "guard-own",
+			`{"metadata":{"labels":{"` + config.LabelMIGConfig + `":null}}}`, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -39,6 +39,9 @@ type Report struct {
 	RBAC       []SetChange   `json:"rbac"`
 	Guardrails []SetChange   `json:"guardrails"`
 	DropIn     string        `json:"containerdDropInDiff,omitempty"`
+	// MIGLayouts is the unified diff of the node pools' MIG layouts (ConfigMap gpu-mig-config),
+	// which the MIG step applies to every node of a pool: a change there repartitions GPUs.
+	MIGLayouts string `json:"migLayoutsDiff,omitempty"`
 }
 
 // Finding is a reviewer-facing verdict on the change.
@@ -116,6 +119,7 @@ func Compare(base, head *source.Input) (*Report, error) {
 	r.RBAC = compareSets(rbacOf(ba), rbacOf(ha))
 	r.Guardrails = compareSets(guardrailsOf(ba), guardrailsOf(ha))
 	r.DropIn = Unified(dropInOf(base.Objects), dropInOf(head.Objects), "base/"+config.DropInFile, "head/"+config.DropInFile)
+	r.MIGLayouts = Unified(migLayoutsOf(base.Objects), migLayoutsOf(head.Objects), "base/"+config.MIGConfigMap, "head/"+config.MIGConfigMap)
 	r.findings(head)
 	r.Summary = r.summary()
 	return r, nil

@@ -121,3 +121,18 @@ func TestInvalidInput(t *testing.T) {
 		t.Errorf("identical inputs: exit %d:\n%s", code, out)
 	}
 }
+
+// A changed MIG layout shows as a diff of the mig-parted file the MIG step applies.
+func TestMIGLayoutChange(t *testing.T) {
+	code, out, stderr := fntest.Call(Run, Options{Base: "testdata/base-mig.yaml", Head: "testdata/head-mig-layout.yaml", FailOn: "none"})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "## MIG layouts") || !strings.Contains(out, "-      1g.10gb: 7\n+      1g.10gb: 6\n") {
+		t.Errorf("the MIG layout change is missing from the report:\n%s", out)
+	}
+	code, out, _ = fntest.Call(Run, Options{Base: "testdata/base-mig.yaml", Head: "testdata/base-mig.yaml", FailOn: "none"})
+	if code != 0 || strings.Contains(out, "## MIG layouts") {
+		t.Errorf("an unchanged layout must not show (exit %d):\n%s", code, out)
+	}
+}

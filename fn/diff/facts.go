@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -131,6 +132,22 @@ func dropInOf(objs []*unstructured.Unstructured) string {
 		if u.GetKind() == "ConfigMap" && u.GetName() == config.DropInConfigMap {
 			s, _, _ := unstructured.NestedString(u.Object, "data", config.DropInFile)
 			return s
+		}
+	}
+	return ""
+}
+
+// migLayoutsOf is the rendered MIG layouts, one "# <pool file>" section per pool in key
+// order ("" when no pool declares MIG).
+func migLayoutsOf(objs []*unstructured.Unstructured) string {
+	for _, u := range objs {
+		if u.GetKind() == "ConfigMap" && u.GetName() == config.MIGConfigMap {
+			data, _, _ := unstructured.NestedStringMap(u.Object, "data")
+			var b strings.Builder
+			for _, k := range slices.Sorted(maps.Keys(data)) {
+				fmt.Fprintf(&b, "# %s\n%s", k, data[k])
+			}
+			return b.String()
 		}
 	}
 	return ""

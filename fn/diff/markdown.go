@@ -50,6 +50,9 @@ func (r *Report) Markdown() []byte {
 	} else {
 		w("```diff\n%s```\n", r.DropIn)
 	}
+	if r.MIGLayouts != "" {
+		w("\n## MIG layouts\n\nThe MIG step repartitions the GPUs of every node of a changed pool (pods holding a GPU keep it until they end).\n\n```diff\n%s```\n", r.MIGLayouts)
+	}
 	return b.Bytes()
 }
 

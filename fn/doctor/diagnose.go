@@ -124,7 +124,7 @@ func (s *snapshot) readAgentConfig(ctx context.Context) error {
 		return fmt.Errorf("ConfigMap %s/%s in the cluster: %w", ns, config.AgentConfigMap, err)
 	}
 	s.exp.Source = "configmap " + ns + "/" + config.AgentConfigMap
-	return nil
+	return s.readMIGLayouts(ctx)
 }
 
 func (s *snapshot) readCluster(ctx context.Context) error {

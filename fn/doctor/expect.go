@@ -34,6 +34,8 @@ type Expectations struct {
 	DriverEnforce    string            `json:"driverEnforce,omitempty"`
 	FeatureDiscovery bool              `json:"featureDiscovery"`
 	Exporter         bool              `json:"exporter"`
+	// MIG are the node pools with MIG layouts.
+	MIG []MIGPoolExpectation `json:"mig,omitempty"`
 }
 
 // PoolExpectation is a node pool with its own device plugin resource name.
@@ -108,6 +110,7 @@ func (e *Expectations) applyAgentConfig(raw string) error {
 	}
 	e.FeatureDiscovery = agent.Stages.FeatureDiscovery
 	e.Exporter = agent.Stages.Exporter
+	e.applyMIGAgent(&agent)
 	return nil
 }
 
@@ -136,6 +139,14 @@ func expectationsFromObjects(source string, objs []*unstructured.Unstructured) (
 				if sel := entrySelector(ds.Spec.Template.Spec); len(sel) > 0 {
 					e.EntrySelector = sel
 				}
+			}
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" && o.GetName() == config.MIGConfigMap {
+			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+			if err := e.applyMIGLayouts(data); err != nil {
+				return e, fmt.Errorf("%s: %w", source, err)
 			}
 		}
 	}

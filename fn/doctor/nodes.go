@@ -106,6 +106,10 @@ func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
 		add(sev, "driver-drift", msg, fmt.Sprintf("install driver %s on %s (drain it first), or, if %s is intended, set spec.driver.version and re-render",
 			orUnknown(r.Driver.Expected), n.Name, orUnknown(r.Driver.Version)))
 	}
+	if f, ok := migFinding(n); ok {
+		// Before the gate finding: the MIG step is why the downstream gates are closed.
+		r.Findings = append(r.Findings, f)
+	}
 	if g, ok := firstClosed(r.Gates); ok {
 		add(SeverityError, "gate", fmt.Sprintf("%s is closed%s", g.Label, reasonSuffix(g.Reason)), s.gateFix(g, n, onNode))
 	}

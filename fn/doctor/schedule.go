@@ -152,6 +152,8 @@ func (s *snapshot) noGPUFinding(res string, need int64) Finding {
 	case blocked != nil:
 		first, _ := gpuBlocker(blocked)
 		f.Fix = "on " + blocked.Name + ": " + first.Fix
+	case largest == 0 && mig && s.migProfileFix(strings.TrimPrefix(res, migResourcePrefix)) != "":
+		f.Fix = s.migProfileFix(strings.TrimPrefix(res, migResourcePrefix))
 	case largest == 0 && mig:
 		f.Fix = fmt.Sprintf("no GPU node advertises the MIG profile %s: partition a node's GPUs into it (migStrategy mixed advertises one resource per profile), or ask for a profile a node has", strings.TrimPrefix(res, migResourcePrefix))
 	case largest == 0:

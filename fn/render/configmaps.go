@@ -76,8 +76,10 @@ func agentConfig(p *v1alpha1.GPUPolicy, dropInSHA256 string) config.Agent {
 		a.NodePools = append(a.NodePools, config.AgentPool{
 			Name: np.Name, NodeSelector: np.NodeSelector,
 			DevicePlugin: devicePluginConfig(np.Name, np.DevicePlugin),
+			MIG:          agentMIG(&np),
 		})
 	}
+	a.Stages.MIG = len(migPools(p)) > 0
 	return a
 }
 

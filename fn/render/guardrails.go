@@ -81,6 +81,10 @@ func renderGuardrails(c *plan) (Objects, error) {
 					Message:    "the GPU node agents may only change labels whose key starts with " + config.ManagedPrefix,
 				},
 				{
+					Expression: "request.operation != 'UPDATE' || (" + unchangedUnless("labels", "k != "+celString(config.LabelMIGConfig)) + ")",
+					Message:    "the GPU node agents may not change the label " + config.LabelMIGConfig + ": a node's MIG layout is a person's choice (the agent reports " + config.LabelMIGConfigState + ")",
+				},
+				{
 					Expression: "request.operation != 'UPDATE' || (" + unchangedOutside("annotations", prefix) + ")",
 					Message:    "the GPU node agents may only change annotations whose key starts with " + config.ManagedPrefix,
 				},

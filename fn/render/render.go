@@ -96,6 +96,7 @@ var renderers = []renderer{
 	renderNodeAgent,
 	renderDriver,
 	renderToolkit,
+	renderMIG,
 	renderDevicePlugins,
 	renderFeatureDiscovery,
 	renderExporter,

@@ -175,6 +175,9 @@ func (c *checker) nodePools(s *v1alpha1.Spec, w Written, p *field.Path) {
 		if np.DevicePlugin != nil {
 			c.devicePlugin(np.DevicePlugin, w.pools[i], s, ip.Child("devicePlugin"))
 		}
+		if np.MIG != nil {
+			c.mig(np, ip)
+		}
 	}
 	sorted := make([][]labelPair, len(s.NodePools))
 	for i := range s.NodePools {

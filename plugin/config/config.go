@@ -90,6 +90,9 @@ type AgentToolkit struct {
 type Stages struct {
 	FeatureDiscovery bool `json:"featureDiscovery"`
 	Exporter         bool `json:"exporter"`
+	// MIG is set when some node pool declares MIG layouts: the gate then runs the
+	// mig-manager check between the toolkit and the device-plugin gates.
+	MIG bool `json:"mig,omitempty"`
 }
 
 // AgentPool is a node pool as the agent needs it: to pick its node's device plugin settings
@@ -98,6 +101,7 @@ type AgentPool struct {
 	Name         string            `json:"name"`
 	NodeSelector map[string]string `json:"nodeSelector"`
 	DevicePlugin DevicePlugin      `json:"devicePlugin"`
+	MIG          *AgentMIG         `json:"mig,omitempty"`
 }
 
 // DevicePlugin is the device plugin's configuration (ConfigMap DevicePluginConfigMap[-pool],

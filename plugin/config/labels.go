@@ -63,6 +63,11 @@ const (
 	LabelLegacyRuntimeMinor = "nvidia.com/cuda.runtime.minor"
 	LabelMIGCapable         = "nvidia.com/mig.capable"
 	LabelMIGStrategy        = "nvidia.com/mig.strategy"
+	// LabelMIGConfig is a person's choice of a declared MIG layout for one node (GPU
+	// Operator's key); the agent only reads it. LabelMIGConfigState is the agent's report of
+	// applying it: pending, rebooting, success or failed, GPU Operator's values.
+	LabelMIGConfig          = "nvidia.com/mig.config"
+	LabelMIGConfigState     = "nvidia.com/mig.config.state"
 	LabelGPUSharingStrategy = "nvidia.com/gpu.sharing-strategy"
 	LabelMIGProfilePrefix   = "nvidia.com/mig-" // mixed: nvidia.com/mig-<profile>.<shape suffix>
 	LabelGPUShapePrefix     = "nvidia.com/gpu"  // single: nvidia.com/gpu<shape suffix>

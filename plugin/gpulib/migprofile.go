@@ -17,3 +17,25 @@ func MIGProfileName(a nvml.DeviceAttributes) string {
 	}
 	return fmt.Sprintf("%dg.%dgb", a.GpuInstanceSliceCount, gb)
 }
+
+// profileSuffix is the media-engine or graphics part of a GPU instance profile's name, by
+// NVML profile id (nvidia-smi mig -lgip).
+var profileSuffix = map[uint32]string{
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1:   "+me",
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1:   "+me",
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME:  "-me",
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:  "-me",
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME: "+me.all",
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME: "+me.all",
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_GFX:    "+gfx",
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE_GFX:    "+gfx",
+	nvml.GPU_INSTANCE_PROFILE_3_SLICE_GFX:    "+gfx",
+	nvml.GPU_INSTANCE_PROFILE_4_SLICE_GFX:    "+gfx",
+}
+
+// GPUInstanceProfileName is the name of a GPU instance profile as a MIG layout writes it
+// ("1g.10gb", "1g.10gb+me"): MIGProfileName of an instance spanning it, plus the suffix of
+// its media engines. The MIG step matches layouts to NVML's profiles by it.
+func GPUInstanceProfileName(p nvml.GpuInstanceProfileInfo) string {
+	return MIGProfileName(nvml.DeviceAttributes{GpuInstanceSliceCount: p.SliceCount, MemorySizeMB: p.MemorySizeMB}) + profileSuffix[p.Id]
+}

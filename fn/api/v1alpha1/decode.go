@@ -192,6 +192,10 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path *field.Path, rng *Ra
 	if d.scalarType(n, v, fp) {
 		return
 	}
+	if devs, ok := v.Addr().Interface().(*MIGDevices); ok {
+		d.migDevices(n, devs, fp)
+		return
+	}
 	switch v.Kind() {
 	case reflect.Pointer:
 		elem := reflect.New(v.Type().Elem())

@@ -172,6 +172,14 @@ func Default(p *GPUPolicy) {
 			np.DevicePlugin = &DevicePlugin{}
 		}
 		defaultDevicePlugin(np.DevicePlugin, s.DevicePlugin)
+		if m := np.MIG; m != nil {
+			m.Layout = m.GetLayout()
+			for _, groups := range m.Layouts {
+				for j := range groups {
+					boolDefault(&groups[j].MIGEnabled, true)
+				}
+			}
+		}
 	}
 
 	boolDefault(&s.FeatureDiscovery.Enabled, true)
@@ -256,4 +264,25 @@ func defaultRollout(res **corev1.ResourceRequirements, us **UpdateStrategy, defa
 	if (*us).MaxUnavailable == nil {
 		(*us).MaxUnavailable = DefaultUpdateStrategy().MaxUnavailable
 	}
+}
+
+// GetMIGEnabled is whether the group switches MIG on: the value set, else true.
+func (g *MIGDeviceGroup) GetMIGEnabled() bool {
+	if g == nil || g.MIGEnabled == nil {
+		return true
+	}
+	return *g.MIGEnabled
+}
+
+// GetLayout is the pool's layout: the value set, else the only declared layout, else "".
+func (m *MIG) GetLayout() string {
+	if m == nil {
+		return ""
+	}
+	if m.Layout == "" && len(m.Layouts) == 1 {
+		for name := range m.Layouts {
+			return name
+		}
+	}
+	return m.Layout
 }

@@ -205,6 +205,43 @@ type NodePool struct {
 	Name         string            `json:"name"`
 	NodeSelector map[string]string `json:"nodeSelector"`
 	DevicePlugin *DevicePlugin     `json:"devicePlugin,omitempty"`
+	// MIG declares the pool's MIG layouts; the node agent applies one on each of its nodes.
+	MIG *MIG `json:"mig,omitempty"`
+}
+
+// MIG is a node pool's MIG layouts in git: named layouts, the pool's own, and the model they
+// are checked against. A node may pick another declared layout with the label
+// nvidia.com/mig.config; the agent reports nvidia.com/mig.config.state. The layouts are
+// rendered as mig-parted's config file (ConfigMap gpu-mig-config, key <pool>.yaml).
+type MIG struct {
+	// GPUProduct is the pool's GPU model by its product label (nvidia.com/gpu.product, e.g.
+	// NVIDIA-A100-SXM4-80GB). When set, every profile and count is checked against the
+	// model's supported profiles and placements; unset, only the names and the slices of one GPU
+	// are checked.
+	GPUProduct string `json:"gpuProduct,omitempty"`
+	// Layout is the layout the pool's nodes get unless their label nvidia.com/mig.config names
+	// another declared one. Default: the only layout, when exactly one is declared.
+	Layout string `json:"layout,omitempty"`
+	// Layouts are the named layouts (mig-parted's mig-configs), each a list of GPU groups.
+	Layouts map[string][]MIGDeviceGroup `json:"layouts,omitempty"`
+}
+
+// MIGDeviceGroup is one entry of a layout: which GPUs of the node, MIG mode, and the MIG
+// devices each of those GPUs gets.
+type MIGDeviceGroup struct {
+	// Devices is "all" or a list of GPU indexes (nvidia-smi's); entries of one layout must not
+	// share a GPU.
+	Devices MIGDevices `json:"devices"`
+	// MIGEnabled switches MIG mode on the GPUs. Default true; false needs no profiles.
+	MIGEnabled *bool `json:"migEnabled,omitempty"`
+	// Profiles are the MIG devices of each GPU: profile name ("1g.10gb") → count.
+	Profiles map[string]int `json:"profiles,omitempty"`
+}
+
+// MIGDevices is "all" or a list of GPU indexes.
+type MIGDevices struct {
+	All     bool
+	Indexes []int
 }
 
 // Guardrails are ValidatingAdmissionPolicies that confine the node agent to the nvidia.com/

@@ -24,6 +24,22 @@ const (
 // dialect of a CustomResourceDefinition: no additionalProperties: false (the API server
 // prunes instead) and no constraints on apiVersion, kind or metadata, which it owns.
 func schemaMap(n *node, crd bool) map[string]any {
+	if n.anyOf != nil {
+		m := map[string]any{}
+		if n.description != "" {
+			m["description"] = n.description
+		}
+		if crd {
+			m["x-kubernetes-preserve-unknown-fields"] = true
+			return m
+		}
+		var alts []any
+		for _, a := range n.anyOf {
+			alts = append(alts, schemaMap(a, crd))
+		}
+		m["anyOf"] = alts
+		return m
+	}
 	m := map[string]any{"type": n.typ}
 	if n.scalar != "" {
 		// Kubernetes' own marker for these types; anyOf says the same to JSON Schema tools.
@@ -166,6 +182,8 @@ func typeName(n *node) string {
 	switch {
 	case n.scalar != "":
 		s = n.scalar
+	case n.shape != "":
+		s = n.shape
 	case n.goType != "":
 		s = n.goType
 	case n.values != nil:

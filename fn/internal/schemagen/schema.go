@@ -31,6 +31,11 @@ type node struct {
 	// scalar names a Kubernetes type written as one scalar, an integer or a string
 	// ("quantity", "int or string"); typ is then empty.
 	scalar string
+	// anyOf is a value of several shapes (MIG devices: "all" or a list of indexes); typ is
+	// then "". A CRD's structural schema cannot say this, so it keeps such a value whole.
+	anyOf []*node
+	// shape names an anyOf value in the reference table.
+	shape string
 }
 
 // scalarTypes are the Go structs that JSON reads from one scalar (they implement
@@ -120,6 +125,12 @@ func minimalPolicy() *v1alpha1.GPUPolicy {
 func (b *builder) build(t reflect.Type, given, defaulted reflect.Value) (*node, error) {
 	if t.Kind() == reflect.Pointer {
 		return b.build(t.Elem(), deref(given), deref(defaulted))
+	}
+	if t == reflect.TypeOf(v1alpha1.MIGDevices{}) {
+		return &node{shape: `"all" or list of integer`, anyOf: []*node{
+			{typ: "string", enum: []string{v1alpha1.MIGDevicesAll}},
+			{typ: "array", items: &node{typ: "integer", minimum: i64(0)}},
+		}}, nil
 	}
 	n := &node{}
 	if s, ok := scalarTypes[t]; ok {

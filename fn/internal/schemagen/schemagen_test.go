@@ -217,8 +217,10 @@ func TestCRDIsStructural(t *testing.T) {
 	}
 	var walk func(path string, s map[string]any)
 	walk = func(path string, s map[string]any) {
-		// x-kubernetes-int-or-string is the one node a structural schema leaves untyped.
-		if _, ok := s["type"]; !ok && s["x-kubernetes-int-or-string"] != true {
+		// x-kubernetes-int-or-string and a node that keeps its value whole
+		// (x-kubernetes-preserve-unknown-fields: MIG devices, "all" or a list) are the nodes a
+		// structural schema leaves untyped.
+		if _, ok := s["type"]; !ok && s["x-kubernetes-int-or-string"] != true && s["x-kubernetes-preserve-unknown-fields"] != true {
 			t.Errorf("%s: no type", path)
 		}
 		for _, k := range []string{"$schema", "$comment", "title", "$ref"} {

@@ -40,6 +40,7 @@ func commands() []command {
 		{"toolkit install", "install the rendered containerd drop-in (merge, import, atomic write, restart, CDI spec with --cdi-spec, verify, status file)", toolkitInstallFlags},
 		{"toolkit uninstall", "remove the drop-in and the status file, restart containerd per --restart-mode", toolkitUninstallFlags},
 		{"discover", "scan the PCI bus for NVIDIA GPUs every --interval and set nvidia.com/gpu.present=true on this node when one is there (never over a person's value; a lost GPU is a GPULost Warning Event, the label stays); without --node/NODE_NAME print the GPUs found", discoverFlags},
+		{"mig", "apply the node's MIG layout (its nvidia.com/mig.config label, else its pool's) through NVML once the downstream gates are closed; report nvidia.com/mig.config.state (pending | rebooting | success | failed)", migFlags},
 		{"labels", "label the node with gpu-feature-discovery's GPU feature labels from NVML", labelsFlags},
 	}
 }
@@ -174,7 +175,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "gpu-node-agent: unknown subcommand %q (gate | driver | toolkit install | toolkit uninstall | discover | labels; --help)\n", strings.TrimSpace(name))
+	fmt.Fprintf(stderr, "gpu-node-agent: unknown subcommand %q (gate | driver | toolkit install | toolkit uninstall | discover | mig | labels; --help)\n", strings.TrimSpace(name))
 	return 2
 }
 
@@ -209,7 +210,7 @@ func (e usageError) Unwrap() error { return e.error }
 // pathFlags are the flags, of any subcommand, that name a host path or a directory of this
 // container; each subcommand's are refused when relative (config.CheckAbsolutePaths), as in
 // the device plugin and the exporter.
-var pathFlags = []string{"host-root", "proc", "config-path", "drop-in-dir", "containerd-bin", "cdi-spec", "nvidia-ctk", "cdi-driver-root", "containerd-socket"}
+var pathFlags = []string{"mig-config-dir", "host-root", "proc", "config-path", "drop-in-dir", "containerd-bin", "cdi-spec", "nvidia-ctk", "cdi-driver-root", "containerd-socket"}
 
 func checkPathFlags(fs *flag.FlagSet) error {
 	var names []string

@@ -19,6 +19,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
@@ -61,7 +62,11 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			if err != nil {
 				return err
 			}
-			r := &gate.Reconciler{Client: client, Node: *node, Checks: stages.Checks(cfg, *hostRoot), Logger: e.log}
+			getNode := func(ctx context.Context) (*corev1.Node, error) {
+				return client.CoreV1().Nodes().Get(ctx, *node, metav1.GetOptions{})
+			}
+			checks := stages.WithMIG(stages.Checks(cfg, *hostRoot), cfg, getNode)
+			r := &gate.Reconciler{Client: client, Node: *node, Checks: checks, Logger: e.log}
 			if *once {
 				return gateOnce(ctx, r, e)
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // Why the --watch re-check runs before its interval.
@@ -15,6 +16,7 @@ const (
 	WhyContainerdSocket = "containerd socket created or removed"
 	WhyNodeConfig       = "containerd config or drop-in changed on the node"
 	WhyRenderedDropIn   = "rendered drop-in changed"
+	WhyMIGApplied       = "MIG layout applied (the CDI spec's MIG devices changed)"
 )
 
 // watchDirs are the host directories whose changes re-check at once: containerd's socket
@@ -30,6 +32,7 @@ func (in *Installer) watchDirs() []wake.Dir {
 		{Path: filepath.Dir(configPath), Names: []string{filepath.Base(configPath)}, Why: WhyNodeConfig},
 		{Path: filepath.Dir(dropIn), Names: []string{filepath.Base(dropIn)}, Why: WhyNodeConfig},
 		{Path: filepath.Dir(in.DropInSource), Local: true, Names: []string{"..data", filepath.Base(in.DropInSource)}, Why: WhyRenderedDropIn},
+		{Path: filepath.Dir(config.MIGAppliedFile), Names: []string{filepath.Base(config.MIGAppliedFile)}, Why: WhyMIGApplied},
 	}
 }
 

@@ -7,6 +7,7 @@ package gpumock
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 
@@ -78,8 +79,14 @@ func topologyFor(gpus []*server.Device) Topology {
 // deviceState is the mutable part of the device mock: topology, faults, MIG devices and
 // the event sets devices are registered with.
 type deviceState struct {
-	mu      sync.Mutex
-	gpus    []*server.Device
+	mu   sync.Mutex
+	gpus []*server.Device
+	// mig is every GPU's partitioning (mig.go); migFile, when set, is where it is shared with
+	// the node's other mock programs, migRaw the bytes last read or written there.
+	mig     migState
+	migFile string
+	migRaw  []byte
+	built   []*gpuMIG // the partitioning each GPU's migs were made from
 	topo    Topology
 	lost    []bool
 	dbe     []uint64
@@ -105,6 +112,7 @@ func (m *Mock) fillDevices() {
 	n := len(st.gpus)
 	st.topo = topologyFor(st.gpus)
 	st.lost, st.dbe, st.migs = make([]bool, n), make([]uint64, n), make([][]*mock.Device, n)
+	st.mig, st.migFile = st.freshMIG(), os.Getenv(MIGStateEnv)
 	m.dev = st
 
 	m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return st.newEventSet(), nvml.SUCCESS }
@@ -198,14 +206,19 @@ func (st *deviceState) fillGPU(i int, d *server.Device) {
 	}
 	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
 	d.GetMigDeviceHandleByIndexFunc = func(n int) (nvml.Device, nvml.Return) {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		if n < 0 || n >= len(st.migs[i]) {
-			return nil, nvml.ERROR_NOT_FOUND
+		var dev nvml.Device
+		ret := st.read(func(*migState) {
+			if devs := st.migDevices(i); n >= 0 && n < len(devs) {
+				dev = devs[n]
+			}
+		})
+		if ret == nvml.SUCCESS && dev == nil {
+			ret = nvml.ERROR_NOT_FOUND
 		}
-		return st.migs[i][n], nvml.SUCCESS
+		return dev, ret
 	}
 	d.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
+	st.fillMIG(i, d)
 }
 
 // withBusID sets the NVML form of a PCI bus id ("00000000:07:00.0") from a short form.

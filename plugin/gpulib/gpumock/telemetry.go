@@ -163,9 +163,8 @@ func (t *mockTelemetry) install() {
 func (t *mockTelemetry) powerMilliwatts() uint32 { return uint32(60_000 + 5_000*t.index) }
 
 func (t *mockTelemetry) migEnabled() bool {
-	t.dev.RLock()
-	defer t.dev.RUnlock()
-	return t.dev.MigMode == nvml.DEVICE_MIG_ENABLE
+	mode, _, ret := t.dev.GetMigMode() // mig.go's state, shared with the node's other programs
+	return ret == nvml.SUCCESS && mode == nvml.DEVICE_MIG_ENABLE
 }
 
 // fieldValues answers NVML field queries; only the memory temperature is modelled.
