@@ -57,7 +57,7 @@ func TestPrometheusRulesPromtool(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: promtool check rules: %v\n%s\n%s", name, err, out, b)
 		}
-		if !strings.Contains(string(out), "SUCCESS: 7 rules found") {
+		if !strings.Contains(string(out), "SUCCESS: 8 rules found") {
 			t.Errorf("%s: %s", name, out)
 		}
 		checked++
@@ -105,7 +105,8 @@ func ptr[T any](v T) *T { return &v }
 
 // alertTests are promtool unit tests for the default case's alerts: a node on another branch
 // drifts, a node on the same branch does not; a lost GPU fires; an application XID (13) is
-// ignored while a hardware XID (79) fires.
+// ignored while a hardware XID (79) fires; a node whose GPUStackReady condition stays False
+// (kube-state-metrics' series) fires GPUStackHeldBack after 15 minutes, a ready one does not.
 const alertTests = `rule_files: [rules.yaml]
 evaluation_interval: 1m
 tests:
@@ -121,7 +122,18 @@ tests:
     values: '0 1 2 3 4 5 6'
   - series: 'gpupolicy_gpu_xid_errors_total{Hostname="a", gpu="0", UUID="GPU-1", xid="79"}'
     values: '0 0 1 1 1 1 1'
+  - series: 'kube_node_status_condition{node="drifted", condition="GPUStackReady", status="false"}'
+    values: '1x30'
+  - series: 'kube_node_status_condition{node="ready", condition="GPUStackReady", status="false"}'
+    values: '0x30'
   alert_rule_test:
+  - eval_time: 10m
+    alertname: GPUStackHeldBack
+  - eval_time: 20m
+    alertname: GPUStackHeldBack
+    exp_alerts:
+    - exp_labels: {severity: warning, node: drifted, condition: GPUStackReady, status: "false"}
+      exp_annotations: {summary: "drifted: the GPU stack is held back; kubectl describe node drifted (condition GPUStackReady) says why"}
   - eval_time: 20m
     alertname: GPUDriverDrift
     exp_alerts:
