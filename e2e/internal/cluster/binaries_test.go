@@ -27,7 +27,7 @@ func TestKwokStageConfig(t *testing.T) {
 	write("pod/fast/a.yaml", "kind: Stage\nmetadata: {name: a}\n")
 	write("pod/fast/b.yaml", "kind: Stage\nmetadata: {name: b}\n")
 	out := filepath.Join(dir, "out.yaml")
-	if err := kwokStageConfig(dir, out, "node/fast", "pod/fast"); err != nil {
+	if err := kwokStageConfig(dir, out, nil, "node/fast", "pod/fast"); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
@@ -38,7 +38,7 @@ func TestKwokStageConfig(t *testing.T) {
 	if n := strings.Count(got, "kind: Stage"); n != 3 || strings.Contains(got, "kind: Node") {
 		t.Errorf("stage config:\n%s", got)
 	}
-	if err := kwokStageConfig(dir, out, "node/missing"); err == nil {
+	if err := kwokStageConfig(dir, out, nil, "node/missing"); err == nil {
 		t.Error("missing stage set accepted")
 	}
 }
