@@ -167,7 +167,7 @@ func (fe *fleetEnv) render(t *testing.T, policy, source string) string {
 		t.Fatal(err)
 	}
 	args := []string{"render", "-f", p, "-o", filepath.Join(dir, "gpu")}
-	if strings.Contains(policy, "gitops: flux") {
+	if strings.Contains(policy, "\n  gitops: flux\n") {
 		args = append(args, "--flux-path", "gpu", "--flux-source", source)
 	}
 	if out, err := exec.Command(filepath.Join(env.repoRoot, "bin", "gpupolicy-fn"), args...).CombinedOutput(); err != nil {

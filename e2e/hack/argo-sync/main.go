@@ -240,4 +240,3 @@ func waves(objs []*unstructured.Unstructured) map[int]bool {
 	}
 	return w
 }
-

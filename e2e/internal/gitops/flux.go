@@ -7,10 +7,10 @@ package gitops
 import (
 	"archive/tar"
 	"compress/gzip"
-	"encoding/json"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -104,7 +104,10 @@ func StartKustomizeController(ctx context.Context, bin, kubeconfig, logDir strin
 	health := "127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(bin, "--watch-all-namespaces", "--metrics-addr=0", "--health-addr="+health,
 		// A dependency that is not ready is re-checked every 10 s (default 30 s).
-		"--requeue-dependency=5s", "--log-level=info", "--concurrent=4")
+		"--requeue-dependency=5s", "--log-level=info", "--concurrent=4",
+		// A stage stuck in its health check takes a new revision at once instead of after its
+		// timeout (10m): the tests publish the fix while a stall is on.
+		"--feature-gates=CancelHealthCheckOnNewRevision=true")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "RUNTIME_NAMESPACE="+FluxNamespace)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
