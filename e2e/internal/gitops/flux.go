@@ -6,6 +6,7 @@ package gitops
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -229,7 +230,7 @@ func tarball(dir string) ([]byte, error) {
 		return nil, err
 	}
 	sort.Strings(files)
-	var buf bytesBuffer
+	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
 	for _, f := range files {
@@ -251,12 +252,8 @@ func tarball(dir string) ([]byte, error) {
 	if err := gz.Close(); err != nil {
 		return nil, err
 	}
-	return buf.b, nil
+	return buf.Bytes(), nil
 }
-
-type bytesBuffer struct{ b []byte }
-
-func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
 
 // SetGitRepository creates or keeps the GitRepository ns/name and points its status.artifact
 // at art with a status-subresource patch, as source-controller does after a fetch, so the
