@@ -41,7 +41,8 @@ var fleetStages = []string{"fleet-prereqs", "fleet-driver", "fleet-container-too
 //     nodes keep the driver DaemonSet unavailable: fleet-driver stays in progress and every
 //     later stage waits on its dependency, for the whole fleet.
 //  2. With today's validator (Ready once it has a verdict) every stage completes; 17 nodes get
-//     the whole stack, the 3 bad ones show why (label, condition, Event, doctor) and none of
+//     the whole stack, the 3 bad ones show why (label, condition, Event, the GPUStackHeldBack
+//     alert over their condition's metric, doctor) and none of
 //     them ever had a later gate opened.
 //  3. A driver bump to source: container (OnDelete: the old pods stay until a person replaces
 //     them) hangs the stage under kstatus' DaemonSet rule, and completes with the rendered
@@ -111,6 +112,7 @@ func TestFleetFlux(t *testing.T) {
 	t.Logf("   every stage Ready %s after the fix (%v)", time.Since(fixed).Round(time.Second), took)
 	fe.waitNodes(t, 2*time.Minute)
 	fe.checkHeldBack(t)
+	fe.checkHeldBackAlert(t, fe.objects(t, tree))
 
 	// 3. Driver bump with source: container, first with kstatus' own DaemonSet rule (the
 	// layout without healthCheckExprs), then as rendered.
@@ -456,6 +458,7 @@ func TestFleetArgo(t *testing.T) {
 	sync("fixed", argoPolicy)
 	fe.waitNodes(t, 2*time.Minute)
 	fe.checkHeldBack(t)
+	fe.checkHeldBackAlert(t, fe.objects(t, fe.render(t, argoPolicy, "")))
 
 	t.Log("3. driver bump to source: container (OnDelete)")
 	bumped := strings.Replace(argoPolicy, "source: preinstalled", "source: container\n    os: ubuntu22.04", 1)
