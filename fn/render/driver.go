@@ -43,7 +43,9 @@ func (c *plan) driverValidator(d *daemonSet) {
 		// the driver labels, so this pod needs no API access.
 		Command: []string{"gpu-node-agent", "driver", "--config", config.AgentConfigPath, "--host-root", hostRoot,
 			"--watch", "--listen", ":" + strconv.Itoa(driverReadyPort)},
-		// Ready while the node's driver satisfies driver.version under driver.enforce.
+		// Ready once its first check completed, whatever the verdict: the gate publishes the
+		// verdict (labels, GPUStackReady, Events) and holds a bad node's later stages back,
+		// so one drifted node never keeps this DaemonSet, and every stage after it, unavailable.
 		ReadinessProbe:  httpProbe("/readyz", driverReadyPort, 30, 1),
 		Resources:       resources("10m", "32Mi", "128Mi"),
 		SecurityContext: nonRoot(unprivileged()),

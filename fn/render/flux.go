@@ -11,6 +11,23 @@ import (
 
 const fluxAPIVersion = "kustomize.toolkit.fluxcd.io/v1"
 
+// driverDaemonSetHealth replaces kstatus' DaemonSet rule for the driver stage (a
+// kustomize-controller v1.9 CEL health check). The driver DaemonSet is OnDelete: after a driver
+// bump its old pods stay until a person (or the upgrade) replaces them, and kstatus counts
+// updatedNumberScheduled < desiredNumberScheduled as in progress, so the stage, and every stage
+// after it, would hang until its timeout, while Argo CD calls the same DaemonSet healthy. Here
+// the stage is current once the controller observed this generation and every scheduled pod is
+// Ready; which node still runs the old driver is node-level truth, in the driver-version and
+// drift labels and the GPUStackReady condition. (The evaluator itself reports in progress while
+// status.observedGeneration differs from metadata.generation; the has() covers a DaemonSet the
+// controller has not seen yet, whose zero counts would otherwise read as done.)
+var driverDaemonSetHealth = map[string]any{
+	"apiVersion": "apps/v1",
+	"kind":       "DaemonSet",
+	"inProgress": "!has(status.observedGeneration) || status.numberReady < status.desiredNumberScheduled",
+	"current":    "has(status.observedGeneration) && status.numberReady == status.desiredNumberScheduled",
+}
+
 // fluxKustomization applies one stage directory. wait: true makes Flux report it ready only
 // when its DaemonSets rolled out, so the next stage (dependsOn) starts after this one.
 func fluxKustomization(p *v1alpha1.GPUPolicy, s Stage, dependsOn string, opts FileOptions) Object {
@@ -25,6 +42,9 @@ func fluxKustomization(p *v1alpha1.GPUPolicy, s Stage, dependsOn string, opts Fi
 	}
 	if dependsOn != "" {
 		spec["dependsOn"] = []any{map[string]any{"name": dependsOn}}
+	}
+	if s == StageDriver {
+		spec["healthCheckExprs"] = []any{driverDaemonSetHealth}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	u.SetAPIVersion(fluxAPIVersion)

@@ -57,7 +57,8 @@ type alert struct {
 
 // prometheusRule holds the alerts on the exporter's metrics (names in
 // docs of plugin/exporter): a GPU off the bus, XIDs the device plugin does not ignore, heat,
-// uncorrectable memory errors, driver drift from driver.version, and a stale exporter.
+// uncorrectable memory errors, driver drift from driver.version, a node whose stack is held back,
+// and a stale exporter.
 func (c *plan) prometheusRule() Object {
 	s := &c.p.Spec
 	alerts := []alert{
@@ -73,6 +74,10 @@ func (c *plan) prometheusRule() Object {
 			"GPU {{ $labels.gpu }} on {{ $labels.Hostname }} failed to remap a memory row: replace it"},
 		{"GPUDriverDrift", fmt.Sprintf("gpupolicy_node_driver_info{%s} == 1", driverDriftMatcher(&s.Driver)), "15m", "warning",
 			"{{ $labels.Hostname }} runs driver {{ $labels.DCGM_FI_DRIVER_VERSION }}, the policy expects " + driverExpectation(&s.Driver)},
+		// A held-back node runs no exporter (its later gates are closed), so its verdict reaches
+		// Prometheus as the agent's Node condition, through kube-state-metrics.
+		{"GPUStackHeldBack", `kube_node_status_condition{condition="GPUStackReady",status="false"} == 1`, "15m", "warning",
+			"{{ $labels.node }}: the GPU stack is held back; kubectl describe node {{ $labels.node }} (condition GPUStackReady) says why"},
 		{"GPUExporterStale", fmt.Sprintf("time() - gpupolicy_exporter_last_collection_timestamp_seconds > %d", staleAfter(s.Exporter.Interval)), "0m", "warning",
 			"the GPU exporter on {{ $labels.Hostname }} has not read NVML for over three intervals"},
 	}

@@ -57,7 +57,7 @@ func TestPrometheusRulesPromtool(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: promtool check rules: %v\n%s\n%s", name, err, out, b)
 		}
-		if !strings.Contains(string(out), "SUCCESS: 7 rules found") {
+		if !strings.Contains(string(out), "SUCCESS: 8 rules found") {
 			t.Errorf("%s: %s", name, out)
 		}
 		checked++
@@ -108,6 +108,8 @@ func ptr[T any](v T) *T { return &v }
 // ignored while a hardware XID (79) fires. The XID series are what the exporter emits: absent
 // until the XID first happens, then 1 (plugin/exporter/metrics's TestXIDAlertOnRealScrape
 // feeds a real scrape); an XID 79 that happened long before (GPU 1) does not fire, nor GPU 0's 10 minutes on.
+// A node whose GPUStackReady condition stays False (kube-state-metrics' series) fires
+// GPUStackHeldBack after 15 minutes, a ready one does not.
 const alertTests = `rule_files: [rules.yaml]
 evaluation_interval: 1m
 tests:
@@ -125,7 +127,18 @@ tests:
     values: '_x14 1x25'
   - series: 'gpupolicy_gpu_xid_errors_total{Hostname="a", gpu="1", UUID="GPU-2", xid="79"}'
     values: '1x40'
+  - series: 'kube_node_status_condition{node="drifted", condition="GPUStackReady", status="false"}'
+    values: '1x30'
+  - series: 'kube_node_status_condition{node="ready", condition="GPUStackReady", status="false"}'
+    values: '0x30'
   alert_rule_test:
+  - eval_time: 10m
+    alertname: GPUStackHeldBack
+  - eval_time: 20m
+    alertname: GPUStackHeldBack
+    exp_alerts:
+    - exp_labels: {severity: warning, node: drifted, condition: GPUStackReady, status: "false"}
+      exp_annotations: {summary: "drifted: the GPU stack is held back; kubectl describe node drifted (condition GPUStackReady) says why"}
   - eval_time: 20m
     alertname: GPUDriverDrift
     exp_alerts:

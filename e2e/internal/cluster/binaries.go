@@ -98,7 +98,7 @@ func (b *Binaries) missing() string {
 // kwokStageConfig concatenates the Stage documents of the named stage sets (e.g. "node/fast")
 // into one file for kwok's --config. Each set's kustomization.yaml lists its files; reading the
 // list (rather than globbing) skips the test data that lives next to them.
-func kwokStageConfig(stagesDir, out string, sets ...string) error {
+func kwokStageConfig(stagesDir, out string, unready []string, sets ...string) error {
 	var docs []string
 	for _, set := range sets {
 		dir := filepath.Join(stagesDir, set)
@@ -126,5 +126,48 @@ func kwokStageConfig(stagesDir, out string, sets ...string) error {
 	if len(docs) == 0 {
 		return fmt.Errorf("no kwok stages found under %s for %v", stagesDir, sets)
 	}
+	if len(unready) > 0 {
+		var err error
+		if docs, err = holdReadiness(docs, unready); err != nil {
+			return err
+		}
+	}
 	return os.WriteFile(out, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o644)
+}
+
+// holdReadiness splits kwok's pod-ready stage: pods with one of the named containers get a
+// copy that runs them with Ready (and ContainersReady, and each container's ready) false; the
+// original stage keeps every other pod. Someone else (the test's readiness mirror) then sets
+// their readiness from the real program's /readyz.
+func holdReadiness(docs, containers []string) ([]string, error) {
+	const marker = "name: pod-ready\n"
+	values := ""
+	for _, c := range containers {
+		values += fmt.Sprintf("\n      - %q", c)
+	}
+	selector := "  selector:\n    matchExpressions:\n"
+	for i, d := range docs {
+		if !strings.Contains(d, marker) {
+			continue
+		}
+		if !strings.Contains(d, selector) || strings.Count(d, `status: "True"`) < 3 || !strings.Contains(d, "ready: true") {
+			return nil, fmt.Errorf("kwok's pod-ready stage changed shape; cannot hold readiness for %v", containers)
+		}
+		others := strings.Replace(d, selector, selector+"    - key: '.spec.containers.[].name'\n      operator: 'NotIn'\n      values:"+values+"\n", 1)
+		held := strings.Replace(d, marker, "name: pod-running-unready\n", 1)
+		held = strings.Replace(held, selector, selector+"    - key: '.spec.containers.[].name'\n      operator: 'In'\n      values:"+values+"\n", 1)
+		// Initialized stays True; Ready and ContainersReady, and the containers, are not.
+		held = strings.Replace(held, "status: \"True\"\n        type: Ready\n", "status: \"False\"\n        type: Ready\n", 1)
+		held = strings.Replace(held, "status: \"True\"\n        type: ContainersReady\n", "status: \"False\"\n        type: ContainersReady\n", 1)
+		held = strings.Replace(held, "  - image: {{ .image | Quote }}\n        name: {{ .name | Quote }}\n        ready: true\n", "  - image: {{ .image | Quote }}\n        name: {{ .name | Quote }}\n        ready: false\n", 1)
+		// The held pods' Ready stays False, so the stage's own selector must stop at Running.
+		held = strings.Replace(held, "    - key: '.status.conditions.[] | select( .type == \"Ready\" ) | .status'\n      operator: 'NotIn'\n      values:\n      - 'True'\n", "", 1)
+		if !strings.Contains(held, "status: \"False\"\n        type: Ready\n") || !strings.Contains(held, "ready: false\n") ||
+			strings.Contains(held, `select( .type == "Ready" )`) {
+			return nil, fmt.Errorf("could not derive the held-readiness stage from kwok's pod-ready stage")
+		}
+		docs[i] = others
+		return append(docs, held), nil
+	}
+	return nil, fmt.Errorf("kwok's pod stages have no pod-ready stage; cannot hold readiness for %v", containers)
 }

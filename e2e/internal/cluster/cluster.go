@@ -44,7 +44,20 @@ type Cluster struct {
 // Start brings up a control plane under dir and returns once the API server is ready and the
 // controller manager, scheduler and kwok are healthy. On error everything started is stopped
 // and the logs stay under dir/logs.
-func Start(ctx context.Context, bins *Binaries, dir string) (_ *Cluster, err error) {
+func Start(ctx context.Context, bins *Binaries, dir string) (*Cluster, error) {
+	return StartWith(ctx, bins, dir, Options{})
+}
+
+// Options changes how the fake nodes behave.
+type Options struct {
+	// UnreadyContainers names containers whose pods kwok runs but never marks Ready: kwok
+	// reports every pod Ready whatever its probes say, so a test that needs readiness to
+	// follow the real program (fakenode.Fleet.MirrorReadiness) takes these pods over.
+	UnreadyContainers []string
+}
+
+// StartWith is Start with Options.
+func StartWith(ctx context.Context, bins *Binaries, dir string, opts Options) (_ *Cluster, err error) {
 	c := &Cluster{Dir: dir, LogDir: filepath.Join(dir, "logs"), Kubeconfig: filepath.Join(dir, "kubeconfig")}
 	if err := os.MkdirAll(c.LogDir, 0o755); err != nil {
 		return nil, err
@@ -136,7 +149,7 @@ func Start(ctx context.Context, bins *Binaries, dir string) (_ *Cluster, err err
 	}
 
 	stages := filepath.Join(dir, "kwok-stages.yaml")
-	if err := kwokStageConfig(bins.KwokStages, stages, "node/fast", "node/heartbeat-with-lease", "pod/fast"); err != nil {
+	if err := kwokStageConfig(bins.KwokStages, stages, opts.UnreadyContainers, "node/fast", "node/heartbeat-with-lease", "pod/fast"); err != nil {
 		return nil, err
 	}
 	if err := c.start(ctx, "kwok", bins.Kwok, httpReady(fmt.Sprintf("http://127.0.0.1:%d/healthz", kwokPort), nil, ""),

@@ -62,6 +62,46 @@ type Fleet struct {
 	installed map[string]bool
 	errs      map[string][]error // by node
 	wg        sync.WaitGroup
+	// discoveryDS is the gpu-discovery DaemonSet whose running pods run the real
+	// `gpu-node-agent discover` over their node's Host (EnableDiscovery); nil: none.
+	discoveryDS *appsv1.DaemonSet
+	discovering map[string]context.CancelFunc // by pod UID
+}
+
+// EnableDiscovery makes every running pod of ds (the rendered gpu-discovery DaemonSet) run the
+// real `gpu-node-agent discover` over its node's Host with ds's service-account identity and
+// the node-name claim, as the pod would. Call it before Start.
+func (f *Fleet) EnableDiscovery(ds *appsv1.DaemonSet) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.discoveryDS = ds
+	f.discovering = map[string]context.CancelFunc{}
+}
+
+// discoveryPodChanged starts or stops node's discover process with its pod.
+func (f *Fleet) discoveryPodChanged(ctx context.Context, p *corev1.Pod, running bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	uid := string(p.UID)
+	if !running {
+		if cancel := f.discovering[uid]; cancel != nil {
+			cancel()
+			delete(f.discovering, uid)
+		}
+		return
+	}
+	h := f.hosts[p.Spec.NodeName]
+	if h == nil || f.discovering[uid] != nil {
+		return
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	f.discovering[uid] = cancel
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		f.runProgram(dctx, h, "discover", f.discoveryDS.Spec.Template.Spec.ServiceAccountName,
+			"discover", "--host-root", h.Root, "--node", h.Node, "--interval", "1s", "--listen", "")
+	}()
 }
 
 // NewFleet prepares agents (agentBin: bin/gpu-node-agent) for the rendered agent DaemonSet and
@@ -149,6 +189,8 @@ func (f *Fleet) Start(ctx context.Context) error {
 			}
 			if p, ok := o.(*corev1.Pod); ok {
 				switch owner := ownerDaemonSet(p); {
+				case f.discoveryDS != nil && owner == f.discoveryDS.Name:
+					f.discoveryPodChanged(ctx, p, false)
 				case owner == f.agentDS.Name:
 					f.stopAgent(p.Spec.NodeName)
 				case f.devicePluginDS[owner]:
@@ -181,6 +223,8 @@ func (f *Fleet) podChanged(ctx context.Context, o any) {
 	}
 	owner := ownerDaemonSet(p)
 	switch {
+	case f.discoveryDS != nil && owner == f.discoveryDS.Name:
+		f.discoveryPodChanged(ctx, p, p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning)
 	case owner == f.agentDS.Name && p.DeletionTimestamp != nil:
 		f.stopAgent(p.Spec.NodeName)
 	case f.devicePluginDS[owner] && p.DeletionTimestamp != nil:
@@ -263,30 +307,35 @@ func (f *Fleet) stopAgent(node string) <-chan struct{} {
 // the node's host directory as --host-root and a kubeconfig that carries the agent's identity.
 // It runs until ctx ends (the pod went away or the fleet stops), then gets SIGTERM.
 func (f *Fleet) runAgent(ctx context.Context, h *Host, interval time.Duration) {
+	args := []string{"gate", "--config", f.agentCfgPath, "--host-root", h.Root, "--node", h.Node}
+	if interval > 0 {
+		args = append(args, "--interval", interval.String())
+	}
+	f.runProgram(ctx, h, "agent", f.agentDS.Spec.Template.Spec.ServiceAccountName, args...)
+}
+
+// runProgram runs `gpu-node-agent ARGS --kubeconfig K` for node h as serviceAccount (with the
+// node-name claim), logging to run/<node>/<name>.log, until ctx ends; then it scans the log.
+func (f *Fleet) runProgram(ctx context.Context, h *Host, name, serviceAccount string, args ...string) {
 	dir := filepath.Join(f.dir, "run", h.Node) // LiveProblems reads agent.log here
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		f.recordErr(h.Node, err)
 		return
 	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	sa := f.agentDS.Spec.Template.Spec.ServiceAccountName
-	if err := WriteKubeconfig(kubeconfig, AgentConfig(f.admin, f.agentDS.Namespace, sa, h.Node)); err != nil {
+	kubeconfig := filepath.Join(dir, name+".kubeconfig")
+	if err := WriteKubeconfig(kubeconfig, AgentConfig(f.admin, f.agentDS.Namespace, serviceAccount, h.Node)); err != nil {
 		f.recordErr(h.Node, err)
 		return
 	}
-	logPath := filepath.Join(dir, "agent.log")
-	// Appended: a node whose agent pod is replaced runs a second agent into the same log.
+	logPath := filepath.Join(dir, name+".log")
+	// Appended: a node whose pod is replaced runs a second process into the same log.
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		f.recordErr(h.Node, err)
 		return
 	}
 	defer logFile.Close()
-	args := []string{"gate", "--config", f.agentCfgPath, "--host-root", h.Root, "--node", h.Node, "--kubeconfig", kubeconfig}
-	if interval > 0 {
-		args = append(args, "--interval", interval.String())
-	}
-	cmd := exec.Command(f.agentBin, args...)
+	cmd := exec.Command(f.agentBin, append(args, "--kubeconfig", kubeconfig)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -297,7 +346,7 @@ func (f *Fleet) runAgent(ctx context.Context, h *Host, interval time.Duration) {
 	go func() { exited <- cmd.Wait() }()
 	select {
 	case err := <-exited:
-		f.recordErr(h.Node, fmt.Errorf("agent exited on its own (%v); log: %s", err, logPath))
+		f.recordErr(h.Node, fmt.Errorf("%s exited on its own (%v); log: %s", name, err, logPath))
 	case <-ctx.Done():
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -389,6 +438,10 @@ func (f *Fleet) Stop() {
 		p.cancel()
 		delete(f.running, n)
 	}
+	for uid, cancel := range f.discovering {
+		cancel()
+		delete(f.discovering, uid)
+	}
 	f.mu.Unlock()
 	f.wg.Wait()
 }
@@ -420,4 +473,21 @@ func WriteKubeconfig(path string, cfg *rest.Config) error {
 	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "e2e"}
 	kc.CurrentContext = "e2e"
 	return clientcmd.WriteToFile(*kc, path)
+}
+
+// SetAgentConfig replaces the agents' configuration as the kubelet updates a ConfigMap volume:
+// a new file renamed over the old one, which every running agent watches and reloads.
+func (f *Fleet) SetAgentConfig(agentConfigYAML []byte) error {
+	var cfg config.Agent
+	if err := yaml.UnmarshalStrict(agentConfigYAML, &cfg); err != nil {
+		return fmt.Errorf("agent config: %w", err)
+	}
+	tmp := f.agentCfgPath + ".new"
+	if err := os.WriteFile(tmp, agentConfigYAML, 0o644); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	*f.agentCfg = cfg // the hosts share it
+	f.mu.Unlock()
+	return os.Rename(tmp, f.agentCfgPath)
 }

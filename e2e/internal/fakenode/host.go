@@ -66,3 +66,30 @@ func removeIfExists(p string) error {
 	}
 	return nil
 }
+
+// FailToolkit records a failed `toolkit install` for this policy's drop-in, as the installer
+// does when containerd refuses the handler: the gate reports ToolkitInstallFailed.
+func (h *Host) FailToolkit(reason string) error {
+	return toolkit.WriteStatus(h.Root, toolkit.Status{
+		Verified:          false,
+		Reason:            reason,
+		DropInSHA256:      h.cfg.Toolkit.DropInSHA256,
+		ContainerdVersion: h.cfg.ContainerRuntime.Version,
+		VerifiedBy:        "e2e",
+		Time:              time.Now().UTC(),
+	})
+}
+
+// AddGPU puts an NVIDIA 3D controller at the PCI address on the host's bus, as sysfs shows
+// it to `gpu-node-agent discover`.
+func (h *Host) AddGPU(address string) error { return h.AddPCIDevice(address, "0x10de", "0x030200") }
+
+// AddPCIDevice puts a PCI function with the vendor and class ids on the host's bus.
+func (h *Host) AddPCIDevice(address, vendor, class string) error {
+	dir := filepath.Join(h.Root, "sys/bus/pci/devices", address)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return errors.Join(os.WriteFile(filepath.Join(dir, "vendor"), []byte(vendor+"\n"), 0o644),
+		os.WriteFile(filepath.Join(dir, "class"), []byte(class+"\n"), 0o644))
+}

@@ -182,7 +182,7 @@ func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	openNVML := mockFlags(fs)
 	watch := fs.Bool("watch", false, "keep checking every --interval and serve readiness on --listen (the gpu-driver validator DaemonSet)")
 	interval := fs.Duration("interval", time.Minute, "with --watch: time between checks")
-	listen := fs.String("listen", ":8081", "with --watch: address of the readiness endpoint; GET /readyz (and /healthz) is 200 while the driver satisfies the policy, else 503 with the reason")
+	listen := fs.String("listen", ":8081", "with --watch: address of the readiness endpoint; GET /readyz (and /healthz) is 503 until the first check completed, then 200 with the verdict as the body whatever it is (the verdict about the node is the gate's labels and GPUStackReady condition, so one bad node never keeps the driver DaemonSet unavailable)")
 	return func(ctx context.Context, e *env) error {
 		cfg, err := config.LoadAgent(*cfgPath)
 		if err != nil {
@@ -245,7 +245,7 @@ func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		return every(ctx, *interval, log, func(ctx context.Context) error {
 			v, err := check(ctx)
-			health.Set(err == nil && v.Satisfied, v.Reason)
+			health.Set(driver.ValidatorReadiness(v))
 			return err
 		})
 	}

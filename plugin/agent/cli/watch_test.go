@@ -58,7 +58,10 @@ func TestToolkitWatchReappliesAndNeverUninstalls(t *testing.T) {
 	}
 }
 
-// The validator's readiness endpoint follows the driver on the node.
+// The validator's readiness says the validator works, not what it found: Ready with the
+// verdict as the body on a node without the module, with another branch and with the expected
+// driver alike (the gate holds a bad node back; an unready pod would stall the whole fleet's
+// driver stage under Flux's wait and Argo CD's waves).
 func TestDriverWatchReadiness(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -72,7 +75,6 @@ func TestDriverWatchReadiness(t *testing.T) {
 	setDriver := func(v string) {
 		_ = os.WriteFile(version, []byte("NVRM version: NVIDIA UNIX x86_64 Kernel Module  "+v+"  Tue Sep 30 00:00:00 UTC 2025\n"), 0o644)
 	}
-	setDriver("570.172.08")
 	cancel, done := runAsync("driver", "--config", writeConfig(t, agentYAML), "--host-root", root, "--node", "",
 		"--watch", "--interval", "50ms", "--listen", addr)
 	defer func() { cancel(); <-done }()
@@ -85,9 +87,15 @@ func TestDriverWatchReadiness(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	eventually(t, "503 for another branch", func() bool { c, b := status(); return c == 503 && strings.Contains(b, "570.172.08") })
+	verdict := func(what, want string) {
+		t.Helper()
+		eventually(t, what, func() bool { c, b := status(); return c == 200 && strings.Contains(b, want) })
+	}
+	verdict("Ready with no module loaded", "does not satisfy the policy (the gate keeps this node's later stages closed; see the node's GPUStackReady condition): NVIDIA kernel module not loaded")
+	setDriver("570.172.08")
+	verdict("Ready on another branch", "does not satisfy the policy (the gate keeps this node's later stages closed; see the node's GPUStackReady condition): drift: driver 570.172.08")
 	setDriver("580.95.05")
-	eventually(t, "200 once the expected driver is loaded", func() bool { c, _ := status(); return c == 200 })
+	verdict("Ready once the expected driver is loaded", "verdict: driver satisfies the policy: driver 580.95.05")
 }
 
 // The gate reloads when the ConfigMap volume changes, as the kubelet changes it: a new

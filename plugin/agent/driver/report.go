@@ -43,15 +43,19 @@ func Publish(ctx context.Context, client kubernetes.Interface, node string, v Ve
 	return nodeapi.Event(ctx, client, after, "gpu-node-agent", typ, reason, msg)
 }
 
-// Health serves the validator's readiness: 200 while the last verdict satisfied the policy,
-// 503 with the reason otherwise (before the first check too).
+// Health serves a watching program's readiness. Readiness says the program works, not what it
+// found: 503 before its first pass (or while a pass could not run at all), 200 with the verdict
+// as the body once a pass completed, whatever that verdict is. The verdict about the node lives
+// in the gate labels, the GPUStackReady condition, Events and metrics; a pod that went unready
+// on a bad node would keep its DaemonSet unavailable and, under Flux's wait or an Argo CD wave,
+// hold every later stage back on every other node too.
 type Health struct {
 	mu     sync.Mutex
 	ok     bool
 	reason string
 }
 
-// Set records the latest verdict.
+// Set records the latest pass: ok when the program did its job, reason what it found.
 func (h *Health) Set(ok bool, reason string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -70,4 +74,15 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	fmt.Fprintln(w, reason)
+}
+
+// ValidatorReadiness is the driver validator's readiness for one pass: every verdict, the
+// driver satisfying the policy or not (drift, another branch, no module loaded, NVML refusing),
+// is the program working, so it is Ready and says the verdict; the gate publishes that verdict
+// on the node and keeps the later stages closed there.
+func ValidatorReadiness(v Verdict) (bool, string) {
+	if v.Satisfied {
+		return true, "verdict: driver satisfies the policy: " + v.Reason
+	}
+	return true, "verdict: driver does not satisfy the policy (the gate keeps this node's later stages closed; see the node's GPUStackReady condition): " + v.Reason
 }
