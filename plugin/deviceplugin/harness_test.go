@@ -32,10 +32,12 @@ type harness struct {
 }
 
 type setup struct {
-	cfg     func(*config.DevicePlugin)
-	mock    func(*gpumock.Mock) error
-	kubelet bool          // start the test kubelet before the plugin
-	probe   time.Duration // health probe interval; 20ms when zero
+	cfg  func(*config.DevicePlugin)
+	mock func(*gpumock.Mock) error
+	// mockOpts open the node's mock with options, e.g. the MIG state another program wrote.
+	mockOpts []gpumock.Option
+	kubelet  bool          // start the test kubelet before the plugin
+	probe    time.Duration // health probe interval; 20ms when zero
 	// productionRetry keeps the registration retry defaults instead of the tests' fast ones.
 	productionRetry bool
 }
@@ -43,7 +45,7 @@ type setup struct {
 func newHarness(t testing.TB, s setup) (*harness, *kubelettest.Kubelet) {
 	t.Helper()
 	h := &harness{t: t, dir: kubelettest.ShortDir(t), root: kubelettest.ShortDir(t), done: make(chan error, 1)}
-	m, err := gpumock.New("dgxa100")
+	m, err := gpumock.New("dgxa100", s.mockOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
