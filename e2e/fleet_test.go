@@ -56,16 +56,7 @@ func TestFleetFlux(t *testing.T) {
 	fe := newFleetEnv(t, "fleet-flux", fleetNodes("flux", 10, []int{2, 16}, []int{11}), legacyValidatorReadiness)
 	t.Logf("control plane and %d nodes up in %s", len(fe.nodes), time.Since(start).Round(time.Second))
 
-	kc, err := gitops.StartKustomizeController(ctx, bins.KustomizeController, fe.c.Kubeconfig, filepath.Join(fe.dir, "logs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Stop()
-	arts, err := gitops.NewArtifactServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arts.Close()
+	arts := startFlux(t, ctx, bins, fe)
 	tree := fe.render(t, string(fe.policy), "GitRepository/fleet")
 	art := publish(t, fe, arts, tree)
 	applyKustomizations(t, fe, tree)
@@ -266,6 +257,23 @@ func (fe *fleetEnv) checkNoViolations(t *testing.T) {
 }
 
 // publish serves tree as the GitRepository fleet's artifact.
+// startFlux runs the real kustomize-controller against fe's control plane and the loopback
+// server its artifacts come from, both stopped when t ends.
+func startFlux(t *testing.T, ctx context.Context, bins *gitops.Binaries, fe *fleetEnv) *gitops.ArtifactServer {
+	t.Helper()
+	kc, err := gitops.StartKustomizeController(ctx, bins.KustomizeController, fe.c.Kubeconfig, filepath.Join(fe.dir, "logs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Stop)
+	arts, err := gitops.NewArtifactServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(arts.Close)
+	return arts
+}
+
 func publish(t *testing.T, fe *fleetEnv, arts *gitops.ArtifactServer, tree string) gitops.Artifact {
 	t.Helper()
 	art, err := arts.Publish(tree)
@@ -499,16 +507,7 @@ func TestFleetBenchmark(t *testing.T) {
 	}
 	t.Run("flux", func(t *testing.T) {
 		fe := newFleetEnv(t, "bench-flux", fleetNodes("bflux", perPool, drifted, ko), fakenode.ProbeReadiness)
-		kc, err := gitops.StartKustomizeController(ctx, bins.KustomizeController, fe.c.Kubeconfig, filepath.Join(fe.dir, "logs"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer kc.Stop()
-		arts, err := gitops.NewArtifactServer()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer arts.Close()
+		arts := startFlux(t, ctx, bins, fe)
 		tree := fe.render(t, string(fe.policy), "GitRepository/fleet")
 		start := time.Now()
 		art := publish(t, fe, arts, tree)
