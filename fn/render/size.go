@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupolicy/gpupolicy/fn/internal/yamlout"
 )
 
 // Limits of the API server on what it stores, checked before anything is written: a tree that
@@ -45,10 +47,16 @@ func checkSizes(objs Objects) error {
 
 // jsonSize is the length of v's JSON encoding, counted as it streams out rather than kept:
 // every object is encoded again when it is written, so holding the bytes here would double
-// the render's memory for nothing. (The Encoder adds one newline.)
+// the render's memory for nothing. (The Encoder adds one newline.) It encodes v's data
+// (yamlout.Map), not v: the same bytes in another key order, without encoding/json building
+// its encoder for every type the object could hold (see yamlout's data).
 func jsonSize(v any) (int, error) {
+	m, err := yamlout.Map(v)
+	if err != nil {
+		return 0, err
+	}
 	var c byteCounter
-	if err := json.NewEncoder(&c).Encode(v); err != nil {
+	if err := json.NewEncoder(&c).Encode(m); err != nil {
 		return 0, err
 	}
 	return int(c) - 1, nil
