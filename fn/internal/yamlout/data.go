@@ -4,8 +4,10 @@ import (
 	"encoding"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -367,4 +369,86 @@ func isValidTag(s string) bool {
 		}
 	}
 	return true
+}
+
+// JSONSize is the length of json.Marshal(v), counted from v's data (Map) without writing it:
+// keys and strings with encoding/json's escapes (HTML characters, controls, U+2028/9
+// included), numbers as it formats them. A string that is not valid UTF-8 counts its U+FFFD
+// as 3 bytes where encoding/json writes the 6 of \ufffd; a render's strings come from YAML,
+// which is UTF-8 throughout.
+func JSONSize(v any) (int, error) {
+	m, err := Map(v)
+	if err != nil {
+		return 0, err
+	}
+	return jsonLen(m)
+}
+
+func jsonLen(v any) (int, error) {
+	switch t := v.(type) {
+	case nil:
+		return len("null"), nil
+	case bool:
+		if t {
+			return len("true"), nil
+		}
+		return len("false"), nil
+	case string:
+		return quotedLen(t), nil
+	case int64:
+		var b [20]byte
+		return len(strconv.AppendInt(b[:0], t, 10)), nil
+	case float64:
+		b, err := json.Marshal(t)
+		return len(b), err
+	case []any:
+		n := 2 + max(len(t)-1, 0) // [ ] and the commas
+		for _, x := range t {
+			l, err := jsonLen(x)
+			if err != nil {
+				return 0, err
+			}
+			n += l
+		}
+		return n, nil
+	case map[string]any:
+		n := 2 + max(len(t)-1, 0) // { } and the commas
+		for k, x := range t {
+			l, err := jsonLen(x)
+			if err != nil {
+				return 0, err
+			}
+			n += quotedLen(k) + 1 + l // "key":value
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("no JSON length for %T", v)
+}
+
+// quotedLen is the length of s as encoding/json quotes it (valid UTF-8, as data makes it).
+func quotedLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6 // \u00XX
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == '\u2028' || r == '\u2029' || r == utf8.RuneError && size == 1 {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
 }

@@ -1,6 +1,8 @@
 package yamlout_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -33,6 +35,19 @@ func sameAsJSON(t *testing.T, what string, v any) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s: Map differs from json.Marshal and back\n got: %#v\nwant: %#v", what, got, want)
+	}
+	if gotErr != nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(`\ufffd`)) {
+		return // invalid UTF-8: JSONSize counts U+FFFD's 3 bytes, not its escape's 6 (see JSONSize)
+	}
+	if n, err := yamlout.JSONSize(v); err != nil || n != len(b) {
+		t.Fatalf("%s: JSONSize %d, %v; json.Marshal wrote %d bytes", what, n, err, len(b))
 	}
 }
 
