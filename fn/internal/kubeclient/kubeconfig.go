@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -181,29 +182,18 @@ func merge(into, kc *kubeconfig) {
 	if into.CurrentContext == "" {
 		into.CurrentContext = kc.CurrentContext
 	}
-	has := func(n int, name func(int) string, want string) bool {
-		for i := range n {
-			if name(i) == want {
-				return true
-			}
-		}
-		return false
-	}
-	for _, c := range kc.Clusters {
-		if !has(len(into.Clusters), func(i int) string { return into.Clusters[i].Name }, c.Name) {
-			into.Clusters = append(into.Clusters, c)
+	into.Clusters = mergeNamed(into.Clusters, kc.Clusters, func(c namedCluster) string { return c.Name })
+	into.AuthInfos = mergeNamed(into.AuthInfos, kc.AuthInfos, func(u namedUser) string { return u.Name })
+	into.Contexts = mergeNamed(into.Contexts, kc.Contexts, func(c namedContext) string { return c.Name })
+}
+
+func mergeNamed[T any](into, more []T, name func(T) string) []T {
+	for _, m := range more {
+		if !slices.ContainsFunc(into, func(x T) bool { return name(x) == name(m) }) {
+			into = append(into, m)
 		}
 	}
-	for _, u := range kc.AuthInfos {
-		if !has(len(into.AuthInfos), func(i int) string { return into.AuthInfos[i].Name }, u.Name) {
-			into.AuthInfos = append(into.AuthInfos, u)
-		}
-	}
-	for _, c := range kc.Contexts {
-		if !has(len(into.Contexts), func(i int) string { return into.Contexts[i].Name }, c.Name) {
-			into.Contexts = append(into.Contexts, c)
-		}
-	}
+	return into
 }
 
 // resolve picks the context and the cluster and user it names.
