@@ -75,13 +75,9 @@ func (c *Client) Host() string { return c.base.String() }
 func clusterTLS(cl Cluster) (*tls.Config, error) {
 	// InsecureSkipVerify is the kubeconfig's choice; kubectl honours it too.
 	cfg := &tls.Config{ServerName: cl.TLSServerName, InsecureSkipVerify: cl.InsecureSkipTLSVerify}
-	ca := cl.CertificateAuthorityData
-	if cl.CertificateAuthority != "" {
-		b, err := os.ReadFile(cl.CertificateAuthority)
-		if err != nil {
-			return nil, fmt.Errorf("certificate-authority of the kubeconfig: %w", err)
-		}
-		ca = b
+	ca, err := dataOrFile(cl.CertificateAuthorityData, cl.CertificateAuthority, "certificate-authority")
+	if err != nil {
+		return nil, err
 	}
 	if len(ca) == 0 {
 		return cfg, nil
@@ -159,17 +155,13 @@ func (c *Client) authenticate(cfg *Config, tlsConfig *tls.Config) error {
 }
 
 func clientCert(u User, tlsConfig *tls.Config) error {
-	certPEM, keyPEM := u.ClientCertificateData, u.ClientKeyData
-	var err error
-	if u.ClientCertificate != "" {
-		if certPEM, err = os.ReadFile(u.ClientCertificate); err != nil {
-			return fmt.Errorf("client-certificate of the kubeconfig: %w", err)
-		}
+	certPEM, err := dataOrFile(u.ClientCertificateData, u.ClientCertificate, "client-certificate")
+	if err != nil {
+		return err
 	}
-	if u.ClientKey != "" {
-		if keyPEM, err = os.ReadFile(u.ClientKey); err != nil {
-			return fmt.Errorf("client-key of the kubeconfig: %w", err)
-		}
+	keyPEM, err := dataOrFile(u.ClientKeyData, u.ClientKey, "client-key")
+	if err != nil {
+		return err
 	}
 	if len(certPEM) == 0 && len(keyPEM) == 0 {
 		return nil
@@ -180,6 +172,18 @@ func clientCert(u User, tlsConfig *tls.Config) error {
 	}
 	tlsConfig.Certificates = []tls.Certificate{cert}
 	return nil
+}
+
+// dataOrFile is a kubeconfig's inline *-data, else the file beside it, as client-go reads them.
+func dataOrFile(data []byte, file, field string) ([]byte, error) {
+	if len(data) > 0 || file == "" {
+		return data, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s of the kubeconfig: %w", field, err)
+	}
+	return b, nil
 }
 
 // headerKeyEscape percent-encodes what an HTTP header name cannot hold, as client-go does for

@@ -91,13 +91,11 @@ func newExecPlugin(cfg *ExecConfig, cluster Cluster) (*execPlugin, error) {
 	req.APIVersion, req.Kind, req.Spec.Interactive = cfg.APIVersion, "ExecCredential", p.interactive
 	if cfg.ProvideClusterInfo {
 		c := cluster
-		if c.CertificateAuthority != "" {
-			b, err := os.ReadFile(c.CertificateAuthority)
-			if err != nil {
-				return nil, fmt.Errorf("certificate-authority of the kubeconfig: %w", err)
-			}
-			c.CertificateAuthorityData, c.CertificateAuthority = b, ""
+		ca, err := dataOrFile(c.CertificateAuthorityData, c.CertificateAuthority, "certificate-authority")
+		if err != nil {
+			return nil, err
 		}
+		c.CertificateAuthorityData, c.CertificateAuthority = ca, ""
 		req.Spec.Cluster = &c
 	}
 	info, err := json.Marshal(req)

@@ -270,7 +270,22 @@ func TestClientCredentials(t *testing.T) {
 		}
 	}
 
-	c, err := New(&Config{Cluster: cluster}, 5*time.Second, "test")
+	// The same from files beside the kubeconfig; inline data would win over them.
+	files := &Config{Cluster: Cluster{Server: cluster.Server, CertificateAuthority: write(t, filepath.Join(dir, "ca.pem"), string(serverCA(srv)))},
+		User: User{ClientCertificate: write(t, filepath.Join(dir, "alice.crt"), string(pki.certPEM)), ClientKey: write(t, filepath.Join(dir, "alice.key"), string(pki.keyPEM))}}
+	c, err := New(files, 5*time.Second, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(context.Background(), "/ok", nil); err != nil || (*log)[len(*log)-1].cn != "alice" {
+		t.Errorf("CA and client certificate from files: %v, server saw %+v", err, (*log)[len(*log)-1])
+	}
+	files.Cluster.CertificateAuthority = filepath.Join(dir, "missing-ca.pem")
+	if _, err := New(files, time.Second, "test"); err == nil || !strings.Contains(err.Error(), "certificate-authority of the kubeconfig") {
+		t.Errorf("missing CA file: %v", err)
+	}
+
+	c, err = New(&Config{Cluster: cluster}, 5*time.Second, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
