@@ -88,11 +88,13 @@ export CONTAINERD2_VERSION
 containerd2: ## build containerd $(CONTAINERD2_VERSION) (containerd, shim, ctr) into $(CACHE)/node-bin
 	@e2e/hack/build-containerd.sh >/dev/null
 
-# Only what render needs: the function (no cgo) and kustomize.
+# Only what render needs: the function and kustomize. Built static (CGO_ENABLED=0), as the image
+# builds it: a dynamically linked gpupolicy-fn pays the loader and libc's start on every call,
+# about 1.5 ms and 1.6 MiB of a KRM call's ~10 ms (BENCHMARKS.md, issue 18).
 fn: ## build bin/gpupolicy-fn only
 	@mkdir -p bin
 	@echo "build: bin/gpupolicy-fn (go build; the first build compiles the Kubernetes libraries, a few minutes)" >&2
-	@$(GO) build -trimpath -o bin/gpupolicy-fn ./fn
+	@CGO_ENABLED=0 $(GO) build -trimpath -o bin/gpupolicy-fn ./fn
 
 render: fn $(KUSTOMIZE) ## the main job: render examples/kustomize through real kustomize (exec function); needs only kustomize
 	@echo "render: kustomize build examples/kustomize (runs bin/gpupolicy-fn as an exec function)" >&2

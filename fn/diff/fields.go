@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -54,7 +55,8 @@ func fieldChanges(a, b *unstructured.Unstructured) []FieldChange {
 	return out
 }
 
-var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+// plainKey is compiled on first use: every gpupolicy-fn process would pay it at start.
+var plainKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`) })
 
 // flatten writes every leaf of v under a readable path: map keys that are not plain
 // identifiers (label keys, file names) in brackets, list items by their name or key where they
@@ -95,7 +97,7 @@ func flatten(path string, v any, out map[string]string) {
 }
 
 func join(path, key string) string {
-	if !plainKey.MatchString(key) {
+	if !plainKey().MatchString(key) {
 		return path + "[" + key + "]"
 	}
 	if path == "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // JSON is the report for tools.
@@ -177,7 +178,8 @@ func writeSets(b *bytes.Buffer, title string, cs []SetChange) {
 	}
 }
 
-var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+// sha256Hex is compiled on first use: every gpupolicy-fn process would pay it at start.
+var sha256Hex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
 
 // maxValueShown bounds one value in Markdown (a long CEL rule or command line); JSON has it whole.
 const maxValueShown = 120
@@ -186,7 +188,7 @@ func code(s string) string {
 	if s == "" {
 		return "—"
 	}
-	if sha256Hex.MatchString(s) {
+	if sha256Hex().MatchString(s) {
 		s = s[:12] + "…" // a config hash or digest: its start tells two apart
 	}
 	if r := []rune(s); len(r) > maxValueShown {

@@ -8,20 +8,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/gpupolicy/gpupolicy/fn/internal/kubeclient"
 )
 
 // Cluster is the typed reads a diagnosis makes of the API server. Errors are what the server
 // answered (*apierrors.StatusError for NotFound, Forbidden, ...) or why it could not be reached.
 //
-// It is doctor's own, and small on purpose: client-go's typed clientset
-// (k8s.io/client-go/kubernetes, with its scheme and apply configurations) costs every
-// gpupolicy-fn process about 7 ms of package initialisation — the KRM function and render
-// included — although only doctor reads a cluster. The binary therefore reads over plain REST
-// (restCluster); tests adapt a clientset, fake or real, with doctortest.FromClientset.
+// It is doctor's own, and small on purpose: client-go (the typed clientset with its scheme,
+// and even clientcmd, rest and dynamic with their feature gates and exec-plugin tables) costs
+// every gpupolicy-fn process package initialisation and memory — the KRM function and render
+// included — although only doctor reads a cluster. The binary therefore reads over plain
+// HTTPS (restCluster over fn/internal/kubeclient); tests adapt a clientset, fake or real,
+// with doctortest.FromClientset.
 type Cluster interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 	Nodes(ctx context.Context) ([]corev1.Node, error)
@@ -35,44 +37,32 @@ type Cluster interface {
 	APIResources(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error)
 }
 
-// restCluster implements Cluster with one GET per read, decoding the JSON body straight into the
-// k8s.io/api type as the typed clientset would (case-sensitive, integers preserved).
+// restCluster implements Cluster, and Objects for the -f comparisons, with one GET per read,
+// decoding the JSON body straight into the k8s.io/api type as the typed clientset would
+// (case-sensitive, integers preserved).
 type restCluster struct {
-	client rest.Interface
+	client *kubeclient.Client
 }
 
-var _ Cluster = restCluster{}
+var (
+	_ Cluster = restCluster{}
+	_ Objects = restCluster{}
+)
 
-// forConfig is the Input for the cluster cfg points at. The typed reads and the dynamic client
-// (for the -f comparisons) share one REST client and so one connection pool.
-func forConfig(cfg *rest.Config) (Input, error) {
-	cfg = dynamic.ConfigFor(cfg)
-	// JSON only, even where client-go's CBOR feature gates are on: restCluster decodes the
-	// bodies itself.
-	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
-	client, err := rest.UnversionedRESTClientFor(cfg)
+// forConfig is the Input for the cluster cfg points at.
+func forConfig(cfg *kubeclient.Config) (Input, error) {
+	client, err := kubeclient.New(cfg, requestTimeout, "gpupolicy-fn-doctor")
 	if err != nil {
-		return Input{}, fmt.Errorf("client for %s: %w", cfg.Host, err)
+		return Input{}, err
 	}
-	return Input{Cluster: restCluster{client}, Dynamic: dynamic.New(client), Server: cfg.Host}, nil
+	c := restCluster{client}
+	return Input{Cluster: c, Objects: c, Server: client.Host()}, nil
 }
 
-// get reads path into out. Result.Error turns an error status into the server's
-// *apierrors.StatusError, as the typed clientset does.
+// get reads path into out; an error status is the server's *apierrors.StatusError, as the
+// typed clientset returns it.
 func (c restCluster) get(ctx context.Context, path string, query url.Values, out any) error {
-	req := c.client.Get().AbsPath(path)
-	for k, vs := range query {
-		for _, v := range vs {
-			if v != "" { // as the typed clientset, which leaves empty options out
-				req.Param(k, v)
-			}
-		}
-	}
-	res := req.Do(ctx)
-	if err := res.Error(); err != nil {
-		return err
-	}
-	body, err := res.Raw()
+	body, err := c.client.Get(ctx, path, query)
 	if err != nil {
 		return err
 	}
@@ -80,6 +70,19 @@ func (c restCluster) get(ctx context.Context, path string, query url.Values, out
 		return fmt.Errorf("decoding the API server's answer to GET %s: %w", path, err)
 	}
 	return nil
+}
+
+// Get reads one object of any kind, as client-go's dynamic client does.
+func (c restCluster) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	path := discoveryPath(gvr.GroupVersion())
+	if namespace != "" {
+		path += "/namespaces/" + namespace
+	}
+	u := &unstructured.Unstructured{}
+	if err := c.get(ctx, path+"/"+gvr.Resource+"/"+name, nil, &u.Object); err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
 func (c restCluster) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {

@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
@@ -23,12 +23,18 @@ type Expected struct {
 	Objects func(ctx context.Context) ([]*unstructured.Unstructured, error)
 }
 
+// Objects reads one object of any kind (a namespace of "" for cluster-scoped ones), with a
+// NotFound *apierrors.StatusError when it does not exist.
+type Objects interface {
+	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
+}
+
 // Input is what a diagnosis reads. Everything is read-only.
 type Input struct {
 	Cluster Cluster
-	// Dynamic and Mapper read the rendered objects of any kind; needed only with Expected.
+	// Objects and Mapper read the rendered objects of any kind; needed only with Expected.
 	// A nil Mapper is built from the Cluster's API discovery of the rendered kinds.
-	Dynamic dynamic.Interface
+	Objects Objects
 	Mapper  meta.RESTMapper
 	// Expected is the policy's rendered output (-f); nil diagnoses by the agent ConfigMap in
 	// Namespace, or by the contract's defaults.

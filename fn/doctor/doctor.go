@@ -20,7 +20,7 @@ import (
 	"io"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
+	"github.com/gpupolicy/gpupolicy/fn/internal/kubeclient"
 )
 
 // requestTimeout bounds each API call so an unreachable cluster fails in seconds, not minutes.
@@ -96,14 +96,13 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) int {
 // clusterInput loads the client configuration the way kubectl does: --kubeconfig, else
 // $KUBECONFIG, else ~/.kube/config, else the in-cluster service account.
 func clusterInput(kubeconfig, kubeContext string) (Input, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: kubeContext}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	cfg, err := kubeclient.Load(kubeconfig, kubeContext)
 	if err != nil {
 		return Input{}, fmt.Errorf("loading the kubeconfig: %w; pass --kubeconfig or set KUBECONFIG (or run inside the cluster)", err)
 	}
-	cfg.Timeout = requestTimeout
-	cfg.UserAgent = "gpupolicy-fn-doctor"
-	return forConfig(cfg)
+	in, err := forConfig(cfg)
+	if err != nil {
+		return Input{}, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	return in, nil
 }

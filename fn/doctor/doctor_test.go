@@ -18,7 +18,10 @@ import (
 
 // The adapter the tests diagnose through must stay a Cluster (doctortest cannot assert it
 // without importing doctor).
-var _ Cluster = (*doctortest.Clientset)(nil)
+var (
+	_ Cluster = (*doctortest.Clientset)(nil)
+	_ Objects = (*doctortest.Dynamic)(nil)
+)
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 

@@ -12,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -24,8 +23,8 @@ const maxChanges = 5
 // field the renderer set. Fields the API server or controllers add (defaults, status, managed
 // metadata) are not differences: the rendered object must be a subset of the live one.
 func (s *snapshot) compareObjects(ctx context.Context, rendered []*unstructured.Unstructured) error {
-	if s.in.Dynamic == nil {
-		return fmt.Errorf("comparing %s with the cluster needs a dynamic client", s.in.Expected.Source)
+	if s.in.Objects == nil {
+		return fmt.Errorf("comparing %s with the cluster needs a reader of its objects (Input.Objects)", s.in.Expected.Source)
 	}
 	objs := append([]*unstructured.Unstructured{}, rendered...)
 	sort.SliceStable(objs, func(i, j int) bool { return objectKey(objs[i]) < objectKey(objs[j]) })
@@ -112,13 +111,11 @@ func (s *snapshot) compareObject(ctx context.Context, mapper meta.RESTMapper, wa
 	} else if err != nil {
 		return nil, false, err
 	}
-	ri := s.in.Dynamic.Resource(mapping.Resource)
-	var live *unstructured.Unstructured
+	namespace := ""
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		live, err = ri.Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
-	} else {
-		live, err = ri.Get(ctx, want.GetName(), metav1.GetOptions{})
+		namespace = want.GetNamespace()
 	}
+	live, err := s.in.Objects.Get(ctx, mapping.Resource, namespace, want.GetName())
 	switch {
 	case apierrors.IsNotFound(err):
 		f.Finding = Finding{Severity: SeverityError, Check: "object-missing",

@@ -82,7 +82,7 @@ func TestObjectsAgainstPolicy(t *testing.T) {
 	exp, live := driftedCluster(t)
 	client := fake.NewClientset(gpuNode("gpu-a"), policyRuntimeClass())
 	client.Resources = servedAPIs
-	in := Input{Cluster: doctortest.FromClientset(client), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...), Expected: exp}
+	in := Input{Cluster: doctortest.FromClientset(client), Objects: doctortest.FromDynamic(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...)), Expected: exp}
 	r := diagnoseCase(t, "objects-against-policy", in, nil)
 
 	if r.Expectations.Source != "policy testdata/rendered" || r.Expectations.DriverVersion != testDriver {

@@ -56,7 +56,7 @@ func TestPolicyFile(t *testing.T) {
 	for _, monitoring := range []bool{true, false} {
 		client := fake.NewClientset(gpuNode("gpu-a"), policyRuntimeClass())
 		client.Resources = fullAPIs(monitoring)
-		in := Input{Cluster: doctortest.FromClientset(client), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...), Expected: exp}
+		in := Input{Cluster: doctortest.FromClientset(client), Objects: doctortest.FromDynamic(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...)), Expected: exp}
 		r, err := Diagnose(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -193,14 +194,17 @@ func (s *snapshot) selectorFinding(rc *nodev1.RuntimeClass, sel map[string]strin
 
 // runtimeHandlerError matches the kubelet's sandbox errors when containerd lacks the handler:
 // `no runtime for "nvidia" is configured`, `failed to get sandbox runtime: ...`, RuntimeHandler.
-var runtimeHandlerError = regexp.MustCompile(`(?i)no runtime for "[^"]*" is configured|runtime ?handler|failed to get sandbox runtime|unknown runtime handler`)
+// Compiled on first use: every gpupolicy-fn process would pay it at start, the KRM call too.
+var runtimeHandlerError = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)no runtime for "[^"]*" is configured|runtime ?handler|failed to get sandbox runtime|unknown runtime handler`)
+})
 
 // scheduled judges a pod bound to a node: the kubelet's sandbox, device admission and container
 // errors, in the order it meets them.
 func (s *snapshot) scheduled(p *corev1.Pod, events []corev1.Event) (string, Finding) {
 	node := p.Spec.NodeName
 	onNode := fmt.Sprintf("kubectl -n %s get pods -o wide --field-selector spec.nodeName=%s", s.exp.Namespace, node)
-	if e, ok := lastEvent(events, "FailedCreatePodSandBox"); ok && runtimeHandlerError.MatchString(e.Message) {
+	if e, ok := lastEvent(events, "FailedCreatePodSandBox"); ok && runtimeHandlerError().MatchString(e.Message) {
 		f := Finding{Severity: SeverityError, Check: PodGateRuntimeHandler,
 			Message: fmt.Sprintf("containerd on %s has no %q runtime handler: %s", node, s.exp.RuntimeClassName, oneLine(e.Message))}
 		if r, ok := s.nodeReports[node]; ok && gateState(r.Gates, config.GateToolkitReady) != GateStateOpen {

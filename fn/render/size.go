@@ -1,11 +1,12 @@
 package render
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupolicy/gpupolicy/fn/internal/yamlout"
 )
 
 // Limits of the API server on what it stores, checked before anything is written: a tree that
@@ -43,23 +44,11 @@ func checkSizes(objs Objects) error {
 	return errors.Join(errs...)
 }
 
-// jsonSize is the length of v's JSON encoding, counted as it streams out rather than kept:
-// every object is encoded again when it is written, so holding the bytes here would double
-// the render's memory for nothing. (The Encoder adds one newline.)
-func jsonSize(v any) (int, error) {
-	var c byteCounter
-	if err := json.NewEncoder(&c).Encode(v); err != nil {
-		return 0, err
-	}
-	return int(c) - 1, nil
-}
-
-type byteCounter int
-
-func (c *byteCounter) Write(p []byte) (int, error) {
-	*c += byteCounter(len(p))
-	return len(p), nil
-}
+// jsonSize is the length of v's JSON encoding, counted rather than written: every object is
+// encoded again when it is written, so holding the bytes here would double the render's memory
+// for nothing, and counting from its data skips encoding/json's encoder build for every type
+// the object could hold (see yamlout's data).
+func jsonSize(v any) (int, error) { return yamlout.JSONSize(v) }
 
 func configMapDataBytes(cm *corev1.ConfigMap) int {
 	n := 0

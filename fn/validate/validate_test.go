@@ -193,3 +193,20 @@ func TestPoolJudgedOnWhatItSets(t *testing.T) {
 		})
 	}
 }
+
+// An image tag may be 128 characters, not 129 (the reference grammar's [\w][\w.-]{0,127}).
+func TestImageTagLength(t *testing.T) {
+	for n, wantErr := range map[int]bool{1: false, 128: false, 129: true} {
+		doc := base + "  images: {gpupolicy: \"ghcr.io/gpupolicy/gpupolicy:" + strings.Repeat("v", n) + "\"}\n"
+		res := load(t, doc)
+		got := false
+		for _, r := range res {
+			if r.Field == "spec.images.gpupolicy" && r.Severity == validate.SeverityError {
+				got = true
+			}
+		}
+		if got != wantErr {
+			t.Errorf("tag of %d characters: error %v, want %v; results %v", n, got, wantErr, res)
+		}
+	}
+}

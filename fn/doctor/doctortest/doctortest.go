@@ -1,6 +1,7 @@
-// Package doctortest adapts a client-go clientset to doctor.Cluster, so tests diagnose over
-// client-go's fake clientset (unit tests) or a real one (e2e) while bin/gpupolicy-fn, which
-// reads over plain REST, does not link the typed clientset. Only tests import this package.
+// Package doctortest adapts a client-go clientset to doctor.Cluster and a dynamic client to
+// doctor.Objects, so tests diagnose over client-go's fakes (unit tests) or a real clientset
+// (e2e) while bin/gpupolicy-fn, which reads over plain HTTPS (fn/internal/kubeclient), does
+// not link client-go. Only tests import this package.
 //
 // It does not import doctor (doctor's own tests use it); *Clientset satisfies doctor.Cluster by
 // its method set, which doctor's tests assert.
@@ -12,6 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -63,4 +67,20 @@ func (c *Clientset) RuntimeClass(ctx context.Context, name string) (*nodev1.Runt
 // APIResources is the discovery document of one group version; NotFound when not served.
 func (c *Clientset) APIResources(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error) {
 	return c.cs.Discovery().ServerResourcesForGroupVersionWithContext(ctx, groupVersion)
+}
+
+// Dynamic is a doctor.Objects over a dynamic.Interface (client-go's fake in unit tests).
+type Dynamic struct {
+	client dynamic.Interface
+}
+
+// FromDynamic returns the doctor.Objects that reads through client.
+func FromDynamic(client dynamic.Interface) *Dynamic { return &Dynamic{client: client} }
+
+// Get reads one object; namespace "" for cluster-scoped ones.
+func (d *Dynamic) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	if namespace == "" {
+		return d.client.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+	}
+	return d.client.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 }

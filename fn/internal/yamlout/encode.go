@@ -2,9 +2,10 @@ package yamlout
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,12 +16,22 @@ import (
 // Map is v through its JSON form (the form the API server reads) as JSON-compatible data,
 // numbers kept exact: whole numbers become int64, others float64. It is what a Writer and
 // Node take.
+//
+// It walks v rather than writing and reading JSON (see data); the tests hold it to
+// json.Marshal and back.
 func Map(v any) (map[string]any, error) {
-	j, err := json.Marshal(v)
+	if v == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	d, err := data(reflect.ValueOf(v))
 	if err != nil {
 		return nil, err
 	}
-	return decodeJSONObject(j)
+	m, ok := d.(map[string]any)
+	if !ok {
+		return nil, errors.New("not a JSON object")
+	}
+	return m, nil
 }
 
 // Encode writes v (data or a *yaml.Node) through yaml.v3 the way kustomize does: indent 2,

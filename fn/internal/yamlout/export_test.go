@@ -63,3 +63,12 @@ func fixNumbers(v any) any {
 	}
 	return v
 }
+
+// MapViaJSON is Map through json.Marshal and back.
+func MapViaJSON(v any) (map[string]any, error) {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return decodeJSONObject(j)
+}

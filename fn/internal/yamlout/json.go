@@ -12,6 +12,19 @@ import (
 // pass: it was a third of the cost of serializing an object. Strings with escapes go through
 // encoding/json, so every unescaping rule is encoding/json's.
 func decodeJSONObject(b []byte) (map[string]any, error) {
+	v, err := decodeJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("not a JSON object")
+	}
+	return m, nil
+}
+
+// decodeJSON is decodeJSONObject for any JSON value (json.Marshal's compact output).
+func decodeJSON(b []byte) (any, error) {
 	d := jsonDecoder{b: b}
 	v, err := d.value()
 	if err != nil {
@@ -20,11 +33,7 @@ func decodeJSONObject(b []byte) (map[string]any, error) {
 	if d.i != len(b) {
 		return nil, errJSONSyntax
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("not a JSON object")
-	}
-	return m, nil
+	return v, nil
 }
 
 var errJSONSyntax = errors.New("malformed JSON")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
+	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/commonflags"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
@@ -236,6 +237,33 @@ func hostRootFlag(fs *flag.FlagSet) *string {
 }
 
 // every runs fn now and then every interval until ctx ends; interval 0 runs it once.
+// everyOrWoken runs fn, then again whenever t fires or interval passed since the last run, until
+// ctx ends; what fired before a run is covered by it. An interval of 0 or less runs fn once,
+// as every does.
+func everyOrWoken(ctx context.Context, interval time.Duration, t *wake.Trigger, log *slog.Logger, fn func(context.Context) error) error {
+	for {
+		if why := t.Take(); why != nil {
+			log.Debug("checking", "why", why)
+		}
+		err := fn(ctx)
+		if interval <= 0 {
+			return err
+		}
+		if err != nil {
+			log.Warn("will retry", "error", err, "retryIn", interval)
+		}
+		timer := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-t.C():
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
 func every(ctx context.Context, interval time.Duration, log *slog.Logger, fn func(context.Context) error) error {
 	for {
 		err := fn(ctx)

@@ -97,8 +97,8 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 }
 
 // gateWatches starts what wakes the gate before its interval, until ctx ends: inotify on the
-// host directories the checks read, a short poll of the driver's procfs version file, and a
-// watch of this Node (a person's opt-out or re-enable). The same inotify instance pokes reload
+// host directories the checks read, the kernel's NVIDIA module uevents, and a watch of this
+// Node (a person's opt-out or re-enable). The same inotify instance pokes reload
 // when the agent config's directory changes (the kubelet updates a ConfigMap volume by
 // swapping its ..data link; a plain file is rewritten in place). A watch that cannot start is
 // a warning: the interval then carries its changes.
@@ -108,8 +108,20 @@ func gateWatches(ctx context.Context, log *slog.Logger, client kubernetes.Interf
 	if err := t.Files(ctx, log, hostRoot, dirs...); err != nil {
 		log.Warn("host and config changes are seen only at the interval", "error", err, "interval", interval.String())
 	}
-	go t.PollFile(ctx, hostRoot, driver.ProcVersionFile, stages.DriverPollPeriod, stages.WhyDriverVersion)
+	stages.DriverEvents(ctx, log, t, hostRoot)
 	go t.Node(ctx, log, client, node, interval)
+	return t
+}
+
+// driverWatches starts what wakes the driver validator before its interval, until ctx ends:
+// the gate's host sources (inotify on the checked directories, the kernel's NVIDIA module
+// uevents), without the Node and config watches that only the gate needs.
+func driverWatches(ctx context.Context, log *slog.Logger, hostRoot string, interval time.Duration) *wake.Trigger {
+	t := wake.New()
+	if err := t.Files(ctx, log, hostRoot, stages.WatchDirs()...); err != nil {
+		log.Warn("host changes are seen only at the interval", "error", err, "interval", interval.String())
+	}
+	stages.DriverEvents(ctx, log, t, hostRoot)
 	return t
 }
 
@@ -180,8 +192,8 @@ func mockFlags(fs *flag.FlagSet) func(optional bool) (nvml.Interface, error) {
 func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	cfgPath, hostRoot, node, kubeconfig := configFlag(fs), hostRootFlag(fs), nodeFlag(fs), kubeconfigFlag(fs)
 	openNVML := mockFlags(fs)
-	watch := fs.Bool("watch", false, "keep checking every --interval and serve readiness on --listen (the gpu-driver validator DaemonSet)")
-	interval := fs.Duration("interval", time.Minute, "with --watch: time between checks")
+	watch := fs.Bool("watch", false, "keep checking and serve readiness on --listen (the gpu-driver validator DaemonSet): again at once when the NVIDIA kernel module is loaded or unloaded, its device nodes or the toolkit status change, and every --interval as a resync")
+	interval := fs.Duration("interval", time.Minute, "with --watch: the resync, the longest time between checks")
 	listen := fs.String("listen", ":8081", "with --watch: address of the readiness endpoint; GET /readyz (and /healthz) is 503 until the first check completed, then 200 with the verdict as the body whatever it is (the verdict about the node is the gate's labels and GPUStackReady condition, so one bad node never keeps the driver DaemonSet unavailable)")
 	return func(ctx context.Context, e *env) error {
 		cfg, err := config.LoadAgent(*cfgPath)
@@ -243,7 +255,7 @@ func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 		if err := serveHealth(ctx, *listen, &health); err != nil {
 			return err
 		}
-		return every(ctx, *interval, log, func(ctx context.Context) error {
+		return everyOrWoken(ctx, *interval, driverWatches(ctx, log, *hostRoot, *interval), log, func(ctx context.Context) error {
 			v, err := check(ctx)
 			health.Set(driver.ValidatorReadiness(v))
 			return err

@@ -21,9 +21,11 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// The gate with a one-hour interval still follows the node at once: the toolkit status file
-// appearing (its directory created by the first install, the file renamed into place) opens
-// the device-plugin gate, and a person removing a gate label by hand (re-enabling after an
+// The gate with a one-hour interval still follows the node at once: the driver's version file
+// appearing (a plain file under the fake host root, seen by inotify; on a node the module's
+// uevent announces it) opens the toolkit gate, the toolkit status file appearing (its
+// directory created by the first install, the file renamed into place) opens the
+// device-plugin gate, and a person removing a gate label by hand (re-enabling after an
 // opt-out) has it put back through the Node watch. With events ignored, both would wait for
 // the interval and the test would time out.
 func TestGateFollowsEventsNotInterval(t *testing.T) {
@@ -34,9 +36,6 @@ func TestGateFollowsEventsNotInterval(t *testing.T) {
 	root := t.TempDir()
 	version := filepath.Join(root, driver.ProcVersionFile)
 	if err := os.MkdirAll(filepath.Dir(version), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(version, []byte("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 30 00:00:00 UTC 2025\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -55,7 +54,15 @@ func TestGateFollowsEventsNotInterval(t *testing.T) {
 		v, ok := n.Labels[key]
 		return v, ok
 	}
-	eventually(t, "toolkit gate open", func() bool { v, _ := label(config.LabelDeployToolkit); return v == config.GateOpen })
+	// Let the first pass, without a driver, finish.
+	time.Sleep(300 * time.Millisecond)
+	if _, ok := label(config.LabelDeployToolkit); ok {
+		t.Fatal("toolkit gate open without a driver")
+	}
+	if err := os.WriteFile(version, []byte("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 30 00:00:00 UTC 2025\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "toolkit gate open after the driver's version file appeared", func() bool { v, _ := label(config.LabelDeployToolkit); return v == config.GateOpen })
 	if _, ok := label(config.LabelDeployDevicePlugin); ok {
 		t.Fatal("device-plugin gate open without a toolkit status")
 	}

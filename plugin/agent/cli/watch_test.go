@@ -61,7 +61,9 @@ func TestToolkitWatchReappliesAndNeverUninstalls(t *testing.T) {
 // The validator's readiness says the validator works, not what it found: Ready with the
 // verdict as the body on a node without the module, with another branch and with the expected
 // driver alike (the gate holds a bad node back; an unready pod would stall the whole fleet's
-// driver stage under Flux's wait and Argo CD's waves).
+// driver stage under Flux's wait and Argo CD's waves). Each change is checked at once although
+// the interval is an hour: the validator wakes on the gate's sources (here the version file,
+// a plain file under the fake host root, through inotify; on a node, the module's uevents).
 func TestDriverWatchReadiness(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +78,7 @@ func TestDriverWatchReadiness(t *testing.T) {
 		_ = os.WriteFile(version, []byte("NVRM version: NVIDIA UNIX x86_64 Kernel Module  "+v+"  Tue Sep 30 00:00:00 UTC 2025\n"), 0o644)
 	}
 	cancel, done := runAsync("driver", "--config", writeConfig(t, agentYAML), "--host-root", root, "--node", "",
-		"--watch", "--interval", "50ms", "--listen", addr)
+		"--watch", "--interval", "1h", "--listen", addr)
 	defer func() { cancel(); <-done }()
 	status := func() (int, string) {
 		resp, err := http.Get("http://" + addr + "/readyz")

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"time"
@@ -99,23 +100,38 @@ const (
 	WhyToolkitStatus = "toolkit status file changed"
 	WhyDeviceNodes   = "NVIDIA device nodes changed"
 	WhyDriverVersion = "driver version file changed"
+	WhyDriverModule  = "NVIDIA kernel module loaded or unloaded"
 )
 
-// WatchDirs are the host directories whose entries the checks read, for the gate's inotify
-// watch: the toolkit status file (replaced by rename, so its directory is watched) and the
-// NVIDIA device nodes, which appear in /dev (devtmpfs reports them) when the driver loads.
+// WatchDirs are the host directories whose entries the checks read, for the inotify watch of
+// the gate and the driver validator: the toolkit status file (replaced by rename, so its
+// directory is watched), the NVIDIA device nodes, which appear in /dev (devtmpfs reports them)
+// when the driver loads, and the driver's version file where it is a plain file (procfs never
+// reports it; DriverEvents covers the real one).
 func WatchDirs() []wake.Dir {
 	return []wake.Dir{
 		{Path: filepath.Dir(config.ToolkitStatusFile), Names: []string{filepath.Base(config.ToolkitStatusFile)}, Why: WhyToolkitStatus},
 		{Path: "/dev", Names: []string{"nvidia*"}, Why: WhyDeviceNodes},
+		{Path: filepath.Dir(driver.ProcVersionFile), Names: []string{filepath.Base(driver.ProcVersionFile)}, Why: WhyDriverVersion},
 	}
 }
 
-// DriverPollPeriod is how often the gate re-reads driver.ProcVersionFile. procfs makes the
-// file on each read and never reports a change to inotify; the device nodes in /dev usually
-// announce a driver first, but nvidia-modprobe may create them only when a program opens the
-// GPU, and an upgrade in place changes the version without touching them. Reading a 100-byte
-// kernel file every 2s is the cheap bound on both.
+// DriverEvents pokes t when the NVIDIA kernel modules are loaded or unloaded, until ctx ends:
+// the kernel's module uevents. procfs makes driver.ProcVersionFile on each read and never
+// reports it to inotify, and an upgrade in place changes the version without new device nodes
+// (nvidia-modprobe may make those only when a program opens the GPU), but every driver change
+// is an unload and a load of the nvidia module, which the kernel announces. Without the
+// uevent socket (a pod with hostUsers: false), the version file is read every
+// DriverPollPeriod instead, with a warning.
+func DriverEvents(ctx context.Context, log *slog.Logger, t *wake.Trigger, hostRoot string) {
+	if err := t.Uevents(ctx, log, wake.Module("nvidia"), WhyDriverModule); err != nil {
+		log.Warn("driver loads and unloads are found by polling the version file", "error", err, "period", DriverPollPeriod.String())
+		go t.PollFile(ctx, hostRoot, driver.ProcVersionFile, DriverPollPeriod, WhyDriverVersion)
+	}
+}
+
+// DriverPollPeriod is how often driver.ProcVersionFile is re-read when the kernel's uevents
+// cannot be received: reading a 100-byte kernel file every 2s is the cheap bound then.
 const DriverPollPeriod = 2 * time.Second
 
 func short(sha string) string {
