@@ -12,14 +12,16 @@ type pool struct {
 	name     string
 	selector map[string]string // the pool's nodeSelector; nil for the rest
 	settings *v1alpha1.DevicePlugin
+	// allocation: devicePlugin or dra, which plugin serves the pool's nodes.
+	allocation string
 }
 
 // devicePluginPools lists the rest first, then the node pools in policy order.
 func devicePluginPools(p *v1alpha1.GPUPolicy) []pool {
-	out := []pool{{settings: &p.Spec.DevicePlugin}}
+	out := []pool{{settings: &p.Spec.DevicePlugin, allocation: p.Spec.Allocation}}
 	for i := range p.Spec.NodePools {
 		np := &p.Spec.NodePools[i]
-		out = append(out, pool{name: np.Name, selector: np.NodeSelector, settings: np.DevicePlugin})
+		out = append(out, pool{name: np.Name, selector: np.NodeSelector, settings: np.DevicePlugin, allocation: np.Allocation})
 	}
 	return out
 }

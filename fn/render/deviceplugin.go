@@ -3,6 +3,7 @@ package render
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -10,12 +11,21 @@ import (
 const kubeletDevicePluginDir = "/var/lib/kubelet/device-plugins"
 
 // renderDevicePlugins makes one device plugin DaemonSet per node pool and one for the GPU nodes
-// outside every pool, each reading its own ConfigMap. The plugin runs unprivileged under the
+// outside every pool, each reading its own ConfigMap; a pool (or the rest) with allocation dra
+// gets the DRA plugin (dra.go) instead, so a node is served by exactly one of the two. The plugin runs unprivileged under the
 // nvidia runtime class (NVML is injected); it only writes its socket into the kubelet's
 // directory and reads the host's PCI topology.
 func renderDevicePlugins(c *plan) (Objects, error) {
 	var out Objects
 	for _, pl := range devicePluginPools(c.p) {
+		if pl.allocation == v1alpha1.AllocationDRA {
+			obj, err := c.renderDRAPlugin(pl)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, obj)
+			continue
+		}
 		vols, mounts := volumesAndMounts(
 			configMapMount("device-plugin-config", config.DevicePluginConfigMap+pl.suffix(), config.DevicePluginDir),
 			hostPath("device-plugins", kubeletDevicePluginDir, corev1.HostPathDirectory, kubeletDevicePluginDir, false),

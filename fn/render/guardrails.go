@@ -33,6 +33,9 @@ func renderGuardrails(c *plan) (Objects, error) {
 	fail := admissionv1.Fail
 	users := make([]string, 0, 3)
 	for _, r := range c.roles() {
+		if r.serviceAccount == NameDRAPlugin {
+			continue // writes no node; renderDRAGuardrails confines its ResourceSlices
+		}
 		users = append(users, celString(c.serviceAccountUser(r.serviceAccount)))
 	}
 	claim := fmt.Sprintf("request.userInfo.extra[%s]", celString(nodeNameClaim))
