@@ -36,8 +36,12 @@ double-bit ECC event, a rise of its uncorrected ECC count, or an NVML query it c
 It turns Healthy again when healthChecks.recoveryPeriod (default 2m) has passed since its last
 bad signal and the latest probe succeeded.
 
+With allocation: dra the same binary runs as the DRA kubelet plugin instead: see
+gpu-device-plugin dra --help.
+
 Usage:
   gpu-device-plugin [flags]
+  gpu-device-plugin dra [flags]
 
 Flags:
 `
@@ -45,6 +49,9 @@ Flags:
 // Main is the gpu-device-plugin command line (without the program name): it parses args, runs until ctx ends and returns the
 // exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "dra" {
+		return draMain(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("gpu-device-plugin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	pluginDir := fs.String("plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device plugin directory; kubelet.sock is watched there and the plugin sockets are created there")
