@@ -53,8 +53,10 @@ type snapshot struct {
 	nodeReports  map[string]*NodeReport
 	// runtimeClasses caches RuntimeClasses other than the policy's that pods name.
 	runtimeClasses map[string]*nodev1.RuntimeClass
-	report         *Report
-	in             Input
+	// dra is read when a pod has ResourceClaims (claims.go).
+	dra    draView
+	report *Report
+	in     Input
 }
 
 // Diagnose reads the cluster and returns the report. An error means nothing could be said:
