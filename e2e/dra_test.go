@@ -207,6 +207,7 @@ func TestDRA(t *testing.T) {
 		createClaimPod(t, wl, c.name, c.class, c.selector)
 	}
 	createClaimPod(t, wl, "gpu-80gi", "gpu.nvidia.com", "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0")
+	createClaimPod(t, wl, "wrong-class", "gpu.nvidia.co", "")
 	for _, c := range cases {
 		eventually(t, stageTimeout, "pod "+c.name+" bound with its claim allocated", func() (bool, string) {
 			p, err := env.cs.CoreV1().Pods(wl).Get(ctx, "dra-"+c.name, metav1.GetOptions{})
@@ -242,6 +243,18 @@ func TestDRA(t *testing.T) {
 		t.Fatalf("an 80Gi claim was satisfied: node %q, allocation %+v", p.Spec.NodeName, cl.Status.Allocation)
 	}
 	t.Logf("unsatisfiable claim: pod conditions %v", p.Status.Conditions)
+
+	// doctor (the binary, reading over plain REST) says why each claim stays unallocated.
+	for pod, want := range map[string]string{
+		"dra-gpu-80gi":    "no device of class gpu.nvidia.com satisfies its selector device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0",
+		"dra-wrong-class": `names DeviceClass "gpu.nvidia.co", which does not exist`,
+	} {
+		eventually(t, stageTimeout, "doctor on "+pod, func() (bool, string) {
+			out, err := exec.Command(filepath.Join(env.repoRoot, "bin", "gpupolicy-fn"), "doctor", "--kubeconfig", env.cluster.Kubeconfig,
+				"--namespace", draNamespace, "--pod", wl+"/"+pod).CombinedOutput()
+			return err != nil && strings.Contains(string(out), want), string(out)
+		})
+	}
 }
 
 // createClaimPod creates ResourceClaim dra-<name> (one device of class, optionally with a CEL
