@@ -28,7 +28,7 @@ import (
 
 const node = "gpu-node-1"
 
-func newDriver(t *testing.T, m *gpumock.Mock, cdiDir string) *Driver {
+func newDriver(t testing.TB, m *gpumock.Mock, cdiDir string) *Driver {
 	t.Helper()
 	if m == nil {
 		var err error
