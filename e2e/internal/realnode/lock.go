@@ -25,7 +25,7 @@ func lockMachine(node string) (*os.File, error) {
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		holder, _ := os.ReadFile(LockFile)
 		start := time.Now()
-		fmt.Fprintf(os.Stderr, "realnode %s: waiting for %s, held by another real-node run (%s)\n", node, LockFile, holder)
+		fmt.Fprintf(os.Stderr, "realnode %s: waiting for %s, held by another real-node run (it was last taken by: %s)\n", node, LockFile, holder)
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
 		if err == nil {
 			fmt.Fprintf(os.Stderr, "realnode %s: got %s after %s\n", node, LockFile, time.Since(start).Round(time.Second))

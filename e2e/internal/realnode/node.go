@@ -63,7 +63,7 @@ type Node struct {
 	created []string // host mount points this node created, removed again in Stop
 	cleanup []func() error
 	ctr     string
-	pidNS   string // the namespace's /proc/PID/ns/pid link, read once it runs
+	pidNS   string   // the namespace's /proc/PID/ns/pid link, read once it runs
 	lock    *os.File // LockFile, held from Start to Stop
 }
 
