@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxcd/pkg/ssa/utils"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,25 +31,8 @@ const (
 // draStack renders testdata/dra/policy.yaml with the real function and returns every object.
 func draStack(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "rendered")
-	fn := filepath.Join(env.repoRoot, "bin", "gpupolicy-fn")
-	if b, err := exec.Command(fn, "render", "-f", filepath.Join(env.repoRoot, "e2e", "testdata", "dra", "policy.yaml"), "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("render: %v\n%s", err, b)
-	}
-	var objs []*unstructured.Unstructured
-	err := filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") || filepath.Base(p) == "kustomization.yaml" {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		got, err := utils.ReadObjects(f)
-		objs = append(objs, got...)
-		return err
-	})
+	objs, err := stack.RenderPolicy(context.Background(), filepath.Join(env.repoRoot, "bin", "gpupolicy-fn"),
+		filepath.Join(env.repoRoot, "e2e", "testdata", "dra", "policy.yaml"), filepath.Join(t.TempDir(), "rendered"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,18 +118,10 @@ func TestDRA(t *testing.T) {
 	}
 	// Every object passes a server-side apply (dry run, so names another stack of the suite
 	// shares, like the RuntimeClass, stay untouched); the DRA objects are then applied for real.
-	var ns, dra []*unstructured.Unstructured
+	ns, dra := stack.DRAObjects(objs)
 	kinds := map[string]bool{}
 	for _, o := range objs {
 		kinds[o.GetKind()] = true
-		switch {
-		case o.GetKind() == "Namespace":
-			ns = append(ns, o)
-		case o.GetKind() == "DeviceClass", strings.Contains(o.GetName(), draPluginSA), strings.Contains(o.GetName(), "resourceslice-guardrails"):
-			if o.GetKind() != "DaemonSet" {
-				dra = append(dra, o)
-			}
-		}
 	}
 	for _, k := range []string{"DeviceClass", "DaemonSet", "ValidatingAdmissionPolicy", "ClusterRole"} {
 		if !kinds[k] {
