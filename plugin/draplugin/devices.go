@@ -62,7 +62,7 @@ func Inventory(lib nvml.Interface, gpus []devices.GPU, hostRoot string) []Device
 			if mem, ret := g.Handle.GetMemoryInfo(); ret == nvml.SUCCESS {
 				capacity["memory"] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(mem.Total), resource.BinarySI)}
 			}
-			name := fmt.Sprintf("gpu-%d", g.Index)
+			name := config.DRAGPUDeviceName(g.Index)
 			out = append(out, Device{Name: name, UUID: g.UUID, Minor: minor,
 				API: resourceapi.Device{Name: name, Attributes: attrs, Capacity: capacity}})
 			continue
@@ -77,7 +77,7 @@ func Inventory(lib nvml.Interface, gpus []devices.GPU, hostRoot string) []Device
 			ma["parentUUID"] = str(g.UUID)
 			ma["parentIndex"] = resourceapi.DeviceAttribute{IntValue: ptr(int64(g.Index))}
 			ma["profile"] = str(m.Profile)
-			name := fmt.Sprintf("gpu-%d-mig-%d-%d", g.Index, m.GIID, m.CIID)
+			name := config.DRAMIGDeviceName(g.Index, m.GIID, m.CIID)
 			out = append(out, Device{Name: name, UUID: m.UUID, Parent: g.UUID, Minor: minor,
 				API: resourceapi.Device{Name: name, Attributes: ma, Capacity: migCapacity(m.Handle)}})
 		}
