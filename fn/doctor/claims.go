@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -313,4 +314,52 @@ func firstN(s []string, n int) []string {
 		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
 	}
 	return s
+}
+
+// draResource is GPUState.Resource on a node the DRA plugin serves: its counts are the devices
+// its ResourceSlices publish and those allocated to claims.
+const draResource = "DRA " + config.DRADriverName
+
+func (s *snapshot) draGPUState(n *corev1.Node) GPUState {
+	g := GPUState{Resource: draResource, Found: -1, Replicas: 1}
+	if v, err := strconv.Atoi(n.Labels[config.LabelGPUCount]); err == nil {
+		g.Found = v
+	}
+	allocated := map[string]bool{}
+	for _, c := range s.dra.claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Driver == config.DRADriverName && r.Pool == n.Name {
+				allocated[r.Device] = true
+			}
+		}
+	}
+	for _, sl := range s.dra.slices {
+		if sl.Spec.Driver != config.DRADriverName || sl.Spec.NodeName == nil || *sl.Spec.NodeName != n.Name {
+			continue
+		}
+		for _, d := range sl.Spec.Devices {
+			g.Capacity++
+			g.Allocatable++
+			if allocated[d.Name] {
+				g.InUse++
+			}
+		}
+	}
+	return g
+}
+
+// draNodeFindings: with the device-plugin gate open, the DRA plugin must publish the node's
+// devices; fewer GPUs than the agent found means some are withdrawn (unhealthy).
+func (s *snapshot) draNodeFindings(r *NodeReport, plugin, onNode string, add func(sev, check, msg, fix string)) {
+	g := r.GPUs
+	if s.dra.claims == nil || plugin != GateStateOpen {
+		return
+	}
+	if g.Allocatable == 0 {
+		add(SeverityError, "dra-devices", fmt.Sprintf("the device-plugin gate is open but no ResourceSlice of %s lists devices of this node (allocation: dra)", config.DRADriverName),
+			fmt.Sprintf("see the gpu-dra-plugin pod on %s (%s): it has not published (its log says why: API errors, the ResourceSlice guardrails) or withdrew every GPU as unhealthy", r.Name, onNode))
+	}
 }

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // draClass is a DeviceClass as the policy renders it.
@@ -119,5 +121,42 @@ func TestClaimDiagnoses(t *testing.T) {
 		draClaim("train", "gpu.nvidia.com", "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0", ""), claimPod("train", "train", false)))
 	if len(r.Pods) != 1 || strings.HasPrefix(r.Pods[0].FailedGate, "resourceclaim") || r.Pods[0].FailedGate == PodGateDeviceClass {
 		t.Errorf("a claim the scheduler has not judged yet: %+v", r.Pods)
+	}
+}
+
+// draAgentConfigMap is the agent ConfigMap of a policy with allocation: dra.
+func draAgentConfigMap() *corev1.ConfigMap {
+	cm := agentConfigMap()
+	cm.Data[config.AgentConfigFile] = strings.Replace(agentConfigYAML, "devicePlugin: {resourceName", "devicePlugin: {allocation: dra, resourceName", 1)
+	return cm
+}
+
+// TestDRANodes: a node the DRA plugin serves is judged by its published devices, not by the
+// nvidia.com/gpu it (rightly) lacks: ready with its slice, an error naming gpu-dra-plugin
+// without.
+func TestDRANodes(t *testing.T) {
+	node := gpuNode("gpu-a", withGPUs(0, 0))
+	for _, tc := range []struct {
+		name  string
+		objs  []runtime.Object
+		check string
+	}{
+		{"dra-node-ready", objects(node, draSlice("gpu-a", "gpu", 8), draAgentConfigMap(), policyRuntimeClass(),
+			draClaim("train", "gpu.nvidia.com", "", "gpu-a", "gpu-0")), ""},
+		{"dra-node-no-slices", objects(node, draAgentConfigMap(), policyRuntimeClass()), "dra-devices"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := diagnoseCase(t, tc.name, Input{}, tc.objs)
+			n := nodeByName(t, r, "gpu-a")
+			if tc.check == "" {
+				if hasFinding(n.Findings, SeverityError, "gpu-capacity") || hasFinding(n.Findings, SeverityError, "dra-devices") || n.GPUs.Allocatable != 8 || n.GPUs.InUse != 1 {
+					t.Errorf("a DRA node with its slice: %+v", n)
+				}
+				return
+			}
+			if !hasFinding(n.Findings, SeverityError, tc.check) {
+				t.Errorf("want %s: %+v", tc.check, n.Findings)
+			}
+		})
 	}
 }

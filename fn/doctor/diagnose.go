@@ -80,6 +80,11 @@ func Diagnose(ctx context.Context, in Input) (*Report, error) {
 	if err := s.readCluster(ctx); err != nil {
 		return nil, err
 	}
+	if s.exp.anyDRA() {
+		if err := s.readDRA(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.diagnoseNodes(); err != nil {
 		return nil, err
 	}

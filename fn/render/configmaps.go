@@ -34,9 +34,13 @@ func (pl pool) suffix() string {
 	return "-" + pl.name
 }
 
-func devicePluginConfig(poolName string, dp *v1alpha1.DevicePlugin) config.DevicePlugin {
+func devicePluginConfig(poolName, allocation string, dp *v1alpha1.DevicePlugin) config.DevicePlugin {
+	if allocation != v1alpha1.AllocationDRA {
+		allocation = "" // the device plugin: left out, so its documents stay as they were
+	}
 	return config.DevicePlugin{
 		Pool:               poolName,
+		Allocation:         allocation,
 		ResourceName:       dp.ResourceName,
 		MIGStrategy:        dp.MIGStrategy,
 		DeviceListStrategy: dp.DeviceListStrategy,
@@ -72,12 +76,12 @@ func agentConfig(p *v1alpha1.GPUPolicy, dropInSHA256 string) config.Agent {
 			FeatureDiscovery: v1alpha1.Bool(s.FeatureDiscovery.Enabled),
 			Exporter:         v1alpha1.Bool(s.Exporter.Enabled),
 		},
-		DevicePlugin: devicePluginConfig("", &s.DevicePlugin),
+		DevicePlugin: devicePluginConfig("", s.Allocation, &s.DevicePlugin),
 	}
 	for _, np := range s.NodePools {
 		a.NodePools = append(a.NodePools, config.AgentPool{
 			Name: np.Name, NodeSelector: np.NodeSelector,
-			DevicePlugin: devicePluginConfig(np.Name, np.DevicePlugin),
+			DevicePlugin: devicePluginConfig(np.Name, np.Allocation, np.DevicePlugin),
 			MIG:          agentMIG(&np),
 		})
 	}

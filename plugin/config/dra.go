@@ -9,6 +9,8 @@ import "fmt"
 const (
 	// DRADriverName is the driver of every published ResourceSlice and the attribute domain.
 	DRADriverName = "gpu.nvidia.com"
+	// AllocationDRA is DevicePlugin.Allocation where the DRA plugin serves a pool's nodes.
+	AllocationDRA = "dra"
 	// DRATypeGPU and DRATypeMIG are the values of the device attribute "type".
 	DRATypeGPU = "gpu"
 	DRATypeMIG = "mig"

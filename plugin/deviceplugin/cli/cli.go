@@ -100,6 +100,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	if cfg.Allocation == config.AllocationDRA {
+		// Both plugins on one node would hand every GPU out twice.
+		log.Error("the config's pool is on DRA (allocation: dra): run gpu-device-plugin dra there, not the device plugin", "file", *configFile, "pool", cfg.Pool)
+		return 1
+	}
 	lib, err := gpulib.Open(*mock)
 	if err != nil {
 		log.Error("cannot open NVML", "error", err)

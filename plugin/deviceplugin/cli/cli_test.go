@@ -111,6 +111,8 @@ func TestDRAHelpAndErrors(t *testing.T) {
 		{[]string{"dra", "--node-name", "n", "--cdi-dir", "cdi"}, 2, "cdi-dir"},
 		{[]string{"dra", "--node-name", "n", "--kubeconfig", filepath.Join(t.TempDir(), "missing")}, 1, "load --kubeconfig"},
 		{[]string{"dra", "--node-name", "n", "extra"}, 2, "unexpected arguments"},
+		{[]string{"dra", "--node-name", "n", "--config", writeConfig(t, "resourceName: nvidia.com/gpu\nmigStrategy: none\ndeviceListStrategy: envvar\nsharing: {timeSlicing: {replicas: 1}}\nhealthChecks: {enabled: true, ignoredXIDs: []}\n")}, 1, "served by the device plugin"},
+		{[]string{"--config", writeConfig(t, "allocation: dra\nresourceName: nvidia.com/gpu\nmigStrategy: none\ndeviceListStrategy: envvar\nsharing: {timeSlicing: {replicas: 1}}\nhealthChecks: {enabled: true, ignoredXIDs: []}\n")}, 1, "run gpu-device-plugin dra there"},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(context.Background(), tc.args, &out, &errOut)

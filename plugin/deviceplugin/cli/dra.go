@@ -99,6 +99,11 @@ func draMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Error("cannot load config", "error", err)
 			return 1
 		}
+		if cfg.Allocation != config.AllocationDRA {
+			// Both plugins on one node would hand every GPU out twice.
+			log.Error("the config's pool is served by the device plugin (no allocation: dra): run gpu-device-plugin without dra there", "file", *configFile, "pool", cfg.Pool)
+			return 1
+		}
 	}
 	client, err := kubeClient(*kubeconfig)
 	if err != nil {
