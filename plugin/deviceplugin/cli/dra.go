@@ -3,21 +3,16 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpupolicy/gpupolicy/plugin/commonflags"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/draplugin"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
-	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
 const draUsage = `gpu-device-plugin dra is the DRA kubelet plugin of driver gpu.nvidia.com (allocation: dra).
@@ -45,79 +40,44 @@ Flags:
 
 // draMain is `gpu-device-plugin dra`.
 func draMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gpu-device-plugin dra", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configFile := fs.String("config", "", "device plugin config (YAML, ConfigMap "+config.DevicePluginConfigMap+"[-<pool>]): its healthChecks apply; empty: the GPUPolicy defaults")
-	pluginsDir := fs.String("plugins-dir", "/var/lib/kubelet/plugins", "the kubelet's plugins directory; the DRA socket is <dir>/"+config.DRADriverName+"/dra.sock")
-	registryDir := fs.String("registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
-	cdiDir := fs.String("cdi-dir", "/var/run/cdi", "the host's CDI spec directory, where containerd reads the per-claim specs")
-	hostRoot := fs.String("host-root", "/", "where the host's root filesystem is mounted: its /sys gives PCIe roots, its /dev the device nodes")
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster service account)")
-	mock := fs.String("nvml-mock", "", "use a mock NVML instead of libnvidia-ml.so.1, for demos and tests only (known: "+strings.Join(gpumock.Names(), ", ")+")")
-	probe := fs.Duration("probe-interval", 5*time.Second, "how often each GPU is probed for health and recovery")
-	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name: the ResourceSlice's node and pool (default $NODE_NAME)")
-	common := commonflags.Register(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, draUsage)
-		fs.PrintDefaults()
+	c := newCommand("gpu-device-plugin dra", commandHelp{usage: draUsage,
+		config:   "device plugin config (YAML, ConfigMap " + config.DevicePluginConfigMap + "[-<pool>]): its healthChecks apply; empty: the GPUPolicy defaults",
+		hostRoot: "where the host's root filesystem is mounted: its /sys gives PCIe roots, its /dev the device nodes",
+		probe:    "how often each GPU is probed for health and recovery",
+		nodeName: "this node's name: the ResourceSlice's node and pool (default $NODE_NAME)",
+	}, stderr)
+	pluginsDir := c.fs.String("plugins-dir", "/var/lib/kubelet/plugins", "the kubelet's plugins directory; the DRA socket is <dir>/"+config.DRADriverName+"/dra.sock")
+	registryDir := c.fs.String("registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
+	cdiDir := c.fs.String("cdi-dir", "/var/run/cdi", "the host's CDI spec directory, where containerd reads the per-claim specs")
+	kubeconfig := c.fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster service account)")
+	if code, done := c.parse(args, stdout, stderr, "plugins-dir", "registry-dir", "cdi-dir"); done {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if *c.nodeName == "" {
+		return c.usage(stderr, errors.New("--node-name (or $NODE_NAME) is required: the ResourceSlice belongs to one node"))
 	}
-	if common.PrintVersion(stdout, "gpu-device-plugin") {
-		return 0
+	log, cfg, code, done := c.start(stderr, "allocation", config.AllocationDRA)
+	if done {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gpu-device-plugin dra: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	if err := config.CheckAbsolutePaths(fs, "plugins-dir", "registry-dir", "cdi-dir", "host-root"); err != nil {
-		fmt.Fprintf(stderr, "gpu-device-plugin dra: %v\n", err)
-		return 2
-	}
-	if err := config.CheckInterval("probe-interval", *probe, config.MinProbeInterval, config.MaxProbeInterval, 5*time.Second); err != nil {
-		fmt.Fprintf(stderr, "gpu-device-plugin dra: %v\n", err)
-		return 2
-	}
-	if *nodeName == "" {
-		fmt.Fprintln(stderr, "gpu-device-plugin dra: --node-name (or $NODE_NAME) is required: the ResourceSlice belongs to one node")
-		return 2
-	}
-	base, err := common.Logger(stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "gpu-device-plugin dra: %v\n", err)
-		return 2
-	}
-	log := base.With("node", *nodeName, "stage", config.StageDevicePlugin, "allocation", "dra")
-	routeGRPCLogs(log)
-	cfg := config.DefaultDevicePlugin()
-	if *configFile != "" {
-		if cfg, err = config.LoadDevicePlugin(*configFile); err != nil {
-			log.Error("cannot load config", "error", err)
-			return 1
-		}
-		if cfg.Allocation != config.AllocationDRA {
-			// Both plugins on one node would hand every GPU out twice.
-			log.Error("the config's pool is served by the device plugin (no allocation: dra): run gpu-device-plugin without dra there", "file", *configFile, "pool", cfg.Pool)
-			return 1
-		}
+	if *c.configFile != "" && cfg.Allocation != config.AllocationDRA {
+		// Both plugins on one node would hand every GPU out twice.
+		log.Error("the config's pool is served by the device plugin (no allocation: dra): run gpu-device-plugin without dra there", "file", *c.configFile, "pool", cfg.Pool)
+		return 1
 	}
 	client, err := kubeClient(*kubeconfig)
 	if err != nil {
 		log.Error("cannot reach the API server", "error", err)
 		return 1
 	}
-	lib, err := gpulib.Open(*mock)
+	lib, err := gpulib.Open(*c.mock)
 	if err != nil {
 		log.Error("cannot open NVML", "error", err)
 		return 1
 	}
 	defer lib.Shutdown()
-	d, err := draplugin.New(draplugin.Options{Lib: lib, Config: cfg, KubeClient: client, NodeName: *nodeName,
-		PluginsDir: *pluginsDir, RegistryDir: *registryDir, CDIDir: *cdiDir, HostRoot: *hostRoot, ProbeInterval: *probe, Logger: log})
+	d, err := draplugin.New(draplugin.Options{Lib: lib, Config: cfg, KubeClient: client, NodeName: *c.nodeName,
+		PluginsDir: *pluginsDir, RegistryDir: *registryDir, CDIDir: *cdiDir, HostRoot: *c.hostRoot, ProbeInterval: *c.probe, Logger: log})
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return 1
