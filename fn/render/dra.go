@@ -80,30 +80,21 @@ func (c *plan) renderDRAPlugin(pl pool) (Object, error) {
 		hostPath("host-sys", "/sys", corev1.HostPathDirectory, hostRoot+"/sys", true),
 		hostPath("host-dev", "/dev", corev1.HostPathDirectory, hostRoot+"/dev", true),
 	)
-	return c.build(daemonSet{
-		name: NameDRAPlugin + pl.suffix(), component: "dra-plugin", stage: StageDevicePlugin,
-		serviceAccount: NameDRAPlugin,
-		placement:      placement{gate: config.LabelDeployDevicePlugin, pool: pl.selector, excludePools: pl.name == "" && len(c.p.Spec.NodePools) > 0},
-		runtimeClass:   true,
-		maxUnavailable: maxUnavailableOf(pl.settings.UpdateStrategy),
-		configs:        [][]byte{c.devicePluginConfigs[pl.name]},
-		volumes:        vols,
-		containers: []corev1.Container{{
-			Name:  "dra-plugin",
-			Image: c.images.gpupolicy,
-			Command: []string{"gpu-device-plugin", "dra",
-				"--config", config.DevicePluginDir + "/" + config.DevicePluginFile,
-				"--plugins-dir", kubeletPluginsDir,
-				"--registry-dir", kubeletPluginsRegistryDir,
-				"--cdi-dir", cdiSpecDir,
-				"--host-root", hostRoot},
-			Env:       append([]corev1.EnvVar{nodeNameEnv()}, nvmlEnv()...),
-			Resources: resourcesOr(pl.settings.Resources, "20m", "64Mi", "256Mi"),
-			// uid 0 without capabilities or privilege: the kubelet's plugin directories and
-			// /var/run/cdi are root-owned.
-			SecurityContext: asRoot(unprivileged()),
-			VolumeMounts:    mounts,
-		}},
+	return c.buildPluginDaemonSet(pl, NameDRAPlugin, "dra-plugin", vols, corev1.Container{
+		Name:  "dra-plugin",
+		Image: c.images.gpupolicy,
+		Command: []string{"gpu-device-plugin", "dra",
+			"--config", config.DevicePluginDir + "/" + config.DevicePluginFile,
+			"--plugins-dir", kubeletPluginsDir,
+			"--registry-dir", kubeletPluginsRegistryDir,
+			"--cdi-dir", cdiSpecDir,
+			"--host-root", hostRoot},
+		Env:       append([]corev1.EnvVar{nodeNameEnv()}, nvmlEnv()...),
+		Resources: resourcesOr(pl.settings.Resources, "20m", "64Mi", "256Mi"),
+		// uid 0 without capabilities or privilege: the kubelet's plugin directories and
+		// /var/run/cdi are root-owned.
+		SecurityContext: asRoot(unprivileged()),
+		VolumeMounts:    mounts,
 	})
 }
 
@@ -146,16 +137,5 @@ func renderDRAGuardrails(c *plan) (Objects, error) {
 			},
 		},
 	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
-		ObjectMeta: c.meta(NameDRAGuardrails, false),
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        NameDRAGuardrails,
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-		},
-	}
-	return Objects{
-		{Stage: StagePrereqs, Component: "guardrails", Obj: policy},
-		{Stage: StagePrereqs, Component: "guardrails", Obj: binding},
-	}, nil
+	return c.denyingPolicy(policy), nil
 }
