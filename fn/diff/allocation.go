@@ -45,7 +45,7 @@ func (r *Report) allocationFindings(base, head *audit.Report) {
 		if to == "the device plugin" {
 			how = "pods with ResourceClaims of driver gpu.nvidia.com no longer schedule there once the node's ResourceSlices are withdrawn; move them to the extended resource first"
 		}
-		r.add(validate.SeverityWarning, "allocation: %s moves from %s to %s: %s", where, from, to, how)
+		r.add(validate.SeverityWarning, "allocation of %s changes from %s to %s: %s", where, from, to, how)
 	}
 }
 

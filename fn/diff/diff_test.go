@@ -146,7 +146,7 @@ func TestAllocationSwitch(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"allocation: node pool training moves from the device plugin to DRA",
+		"allocation of node pool training changes from the device plugin to DRA",
 		"DeviceClass gpu.nvidia.com",
 		"device.attributes['gpu.nvidia.com'].type == 'mig'",
 		"DaemonSet gpu-system/gpu-dra-plugin-training",
@@ -156,7 +156,7 @@ func TestAllocationSwitch(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "node pool inference moves") {
+	if strings.Contains(out, "node pool inference changes") {
 		t.Errorf("the inference pool did not move:\n%s", out)
 	}
 }
