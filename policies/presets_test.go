@@ -145,6 +145,7 @@ var expectedResults = map[string][]string{
 	"air-gapped-mirror":           {"info spec.containerRuntime.version"},
 	"containerd-2-cdi":            nil,
 	"driver-container":            {"info spec.containerRuntime.version"},
+	"dra-training":                nil,
 	"inference-training-pools":    nil,
 	"preinstalled-containerd-1.7": {"info spec.containerRuntime.version"},
 }

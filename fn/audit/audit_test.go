@@ -148,3 +148,46 @@ func TestUnknownFieldIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestDRAPlugin: the DRA plugin's review facts: unprivileged root, its RBAC on ResourceSlices,
+// the files it writes (the per-claim CDI specs and the kubelet sockets, following its flags), and
+// the ResourceSlice guardrails among the admission policies.
+func TestDRAPlugin(t *testing.T) {
+	r := buildReport(t, "../render/testdata/dra/policy.yaml")
+	var dra *Workload
+	for i := range r.Workloads {
+		if r.Workloads[i].Name == render.NameDRAPlugin+"-training" {
+			dra = &r.Workloads[i]
+		}
+	}
+	if dra == nil {
+		t.Fatalf("no %s-training workload in %+v", render.NameDRAPlugin, r.Workloads)
+	}
+	c := dra.Containers[0]
+	if c.Privileged || len(c.CapabilitiesAdd) > 0 || !dra.Token {
+		t.Errorf("dra-plugin = %+v", c)
+	}
+	var writes []string
+	for _, w := range c.HostWrites {
+		writes = append(writes, w.Path)
+	}
+	for _, want := range []string{"/var/run/cdi/k8s.gpu.nvidia.com-claim_<claim uid>.json", "/var/lib/kubelet/plugins/gpu.nvidia.com/dra.sock", "/var/lib/kubelet/plugins_registry/gpu.nvidia.com-reg.sock"} {
+		if !strings.Contains(strings.Join(writes, " "), want) {
+			t.Errorf("host writes %v lack %s", writes, want)
+		}
+	}
+	var rbac []string
+	for _, rule := range dra.RBAC {
+		rbac = append(rbac, rule.String())
+	}
+	if !strings.Contains(strings.Join(rbac, "; "), "resourceslices (resource.k8s.io)") {
+		t.Errorf("RBAC = %v", rbac)
+	}
+	var policies []string
+	for _, p := range r.AdmissionPolicies {
+		policies = append(policies, p.Name)
+	}
+	if !strings.Contains(strings.Join(policies, " "), render.NameDRAGuardrails) {
+		t.Errorf("admission policies %v lack %s", policies, render.NameDRAGuardrails)
+	}
+}

@@ -121,6 +121,7 @@ func Compare(base, head *source.Input) (*Report, error) {
 	r.DropIn = Unified(dropInOf(base.Objects), dropInOf(head.Objects), "base/"+config.DropInFile, "head/"+config.DropInFile)
 	r.MIGLayouts = Unified(migLayoutsOf(base.Objects), migLayoutsOf(head.Objects), "base/"+config.MIGConfigMap, "head/"+config.MIGConfigMap)
 	r.findings(head)
+	r.allocationFindings(ba, ha)
 	r.Summary = r.summary()
 	return r, nil
 }

@@ -136,3 +136,27 @@ func TestMIGLayoutChange(t *testing.T) {
 		t.Errorf("an unchanged layout must not show (exit %d):\n%s", code, out)
 	}
 }
+
+// TestAllocationSwitch: moving a pool to DRA by one field shows the DaemonSet swap, the new
+// DeviceClasses, the DRA plugin's RBAC, and warns that pods asking for the extended resource
+// must move to ResourceClaims first.
+func TestAllocationSwitch(t *testing.T) {
+	code, out, stderr := fntest.Call(Run, Options{Base: "testdata/base-mig.yaml", Head: "testdata/head-training-dra.yaml", FailOn: "none"})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"allocation of node pool training changes from the device plugin to DRA",
+		"DeviceClass gpu.nvidia.com",
+		"device.attributes['gpu.nvidia.com'].type == 'mig'",
+		"DaemonSet gpu-system/gpu-dra-plugin-training",
+		"get,list,watch,create,update,patch,delete resourceslices (resource.k8s.io)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "node pool inference changes") {
+		t.Errorf("the inference pool did not move:\n%s", out)
+	}
+}

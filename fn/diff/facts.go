@@ -104,6 +104,7 @@ func gatesOf(r *audit.Report, objs []*unstructured.Unstructured) map[string][]st
 		}
 		out["RuntimeClass "+u.GetName()] = f
 	}
+	deviceClassesOf(objs, out)
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -32,6 +33,11 @@ type Cluster interface {
 	// Events lists the events of namespace that match fieldSelector.
 	Events(ctx context.Context, namespace, fieldSelector string) ([]corev1.Event, error)
 	RuntimeClass(ctx context.Context, name string) (*nodev1.RuntimeClass, error)
+	// ResourceClaims lists the ResourceClaims of every namespace, ResourceSlices every slice
+	// and DeviceClass gets one class (resource.k8s.io/v1): read only when a pod has claims.
+	ResourceClaims(ctx context.Context) ([]resourcev1.ResourceClaim, error)
+	ResourceSlices(ctx context.Context) ([]resourcev1.ResourceSlice, error)
+	DeviceClass(ctx context.Context, name string) (*resourcev1.DeviceClass, error)
 	// APIResources is the API discovery document of one group version ("v1", "apps/v1"), with
 	// a NotFound error when the cluster does not serve it.
 	APIResources(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error)
@@ -117,6 +123,26 @@ func (c restCluster) RuntimeClass(ctx context.Context, name string) (*nodev1.Run
 		return nil, err
 	}
 	return rc, nil
+}
+
+func (c restCluster) ResourceClaims(ctx context.Context) ([]resourcev1.ResourceClaim, error) {
+	var list resourcev1.ResourceClaimList
+	err := c.get(ctx, "/apis/resource.k8s.io/v1/resourceclaims", nil, &list)
+	return list.Items, err
+}
+
+func (c restCluster) ResourceSlices(ctx context.Context) ([]resourcev1.ResourceSlice, error) {
+	var list resourcev1.ResourceSliceList
+	err := c.get(ctx, "/apis/resource.k8s.io/v1/resourceslices", nil, &list)
+	return list.Items, err
+}
+
+func (c restCluster) DeviceClass(ctx context.Context, name string) (*resourcev1.DeviceClass, error) {
+	dc := &resourcev1.DeviceClass{}
+	if err := c.get(ctx, "/apis/resource.k8s.io/v1/deviceclasses/"+name, nil, dc); err != nil {
+		return nil, err
+	}
+	return dc, nil
 }
 
 func (c restCluster) APIResources(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error) {

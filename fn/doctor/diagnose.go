@@ -59,8 +59,10 @@ type snapshot struct {
 	nodeReports  map[string]*NodeReport
 	// runtimeClasses caches RuntimeClasses other than the policy's that pods name.
 	runtimeClasses map[string]*nodev1.RuntimeClass
-	report         *Report
-	in             Input
+	// dra is read when a pod has ResourceClaims (claims.go).
+	dra    draView
+	report *Report
+	in     Input
 }
 
 // Diagnose reads the cluster and returns the report. An error means nothing could be said:
@@ -83,6 +85,11 @@ func Diagnose(ctx context.Context, in Input) (*Report, error) {
 	s.report.Expectations = s.exp
 	if err := s.readCluster(ctx); err != nil {
 		return nil, err
+	}
+	if s.exp.anyDRA() {
+		if err := s.readDRA(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.diagnoseNodes(); err != nil {
 		return nil, err

@@ -28,7 +28,10 @@ type Expectations struct {
 	ResourceName     string            `json:"resourceName"`
 	RuntimeClassName string            `json:"runtimeClassName"`
 	EntrySelector    map[string]string `json:"entrySelector"`
-	// Pools whose device plugin advertises another resource name than ResourceName.
+	// DRA: the GPU nodes outside every pool are served by the DRA plugin (allocation: dra).
+	DRA bool `json:"dra,omitempty"`
+	// Pools whose device plugin advertises another resource name than ResourceName, or whose
+	// allocation differs from DRA.
 	Pools            []PoolExpectation `json:"pools,omitempty"`
 	DriverVersion    string            `json:"driverVersion,omitempty"`
 	DriverEnforce    string            `json:"driverEnforce,omitempty"`
@@ -43,6 +46,7 @@ type PoolExpectation struct {
 	Name         string            `json:"name"`
 	NodeSelector map[string]string `json:"nodeSelector"`
 	ResourceName string            `json:"resourceName"`
+	DRA          bool              `json:"dra,omitempty"`
 }
 
 // resourceFor is the resource the device plugin advertises on a node with these labels: its
@@ -55,6 +59,21 @@ func (e Expectations) resourceFor(labels map[string]string) string {
 		}
 	}
 	return e.ResourceName
+}
+
+// draFor reports whether the DRA plugin serves a node with these labels, by the same rule.
+func (e Expectations) draFor(labels map[string]string) bool {
+	for _, p := range e.Pools {
+		if config.MatchesNodeSelector(labels, p.NodeSelector) {
+			return p.DRA
+		}
+	}
+	return e.DRA
+}
+
+// anyDRA reports whether some node group is on DRA.
+func (e Expectations) anyDRA() bool {
+	return e.DRA || slices.ContainsFunc(e.Pools, func(p PoolExpectation) bool { return p.DRA })
 }
 
 // resourceNames are every GPU resource name of the policy, the default first.
@@ -102,10 +121,13 @@ func (e *Expectations) applyAgentConfig(raw string) error {
 	}
 	e.DriverVersion = agent.Driver.Version
 	e.DriverEnforce = agent.Driver.Enforce
+	e.DRA = agent.DevicePlugin.Allocation == config.AllocationDRA
 	e.Pools = nil
 	for _, p := range agent.NodePools {
-		if p.DevicePlugin.ResourceName != "" && p.DevicePlugin.ResourceName != e.ResourceName {
-			e.Pools = append(e.Pools, PoolExpectation{Name: p.Name, NodeSelector: p.NodeSelector, ResourceName: p.DevicePlugin.ResourceName})
+		dra := p.DevicePlugin.Allocation == config.AllocationDRA
+		res := cmp.Or(p.DevicePlugin.ResourceName, e.ResourceName)
+		if res != e.ResourceName || dra != e.DRA {
+			e.Pools = append(e.Pools, PoolExpectation{Name: p.Name, NodeSelector: p.NodeSelector, ResourceName: res, DRA: dra})
 		}
 	}
 	e.FeatureDiscovery = agent.Stages.FeatureDiscovery

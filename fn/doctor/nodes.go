@@ -268,6 +268,9 @@ func driverSatisfies(found, want, enforce string) bool {
 }
 
 func (s *snapshot) gpuState(n *corev1.Node) GPUState {
+	if s.exp.draFor(n.Labels) {
+		return s.draGPUState(n)
+	}
 	res := s.exp.resourceFor(n.Labels)
 	g := GPUState{Resource: res, Found: -1, Replicas: 1, InUse: s.inUse[n.Name][res]}
 	if v, err := strconv.Atoi(n.Labels[config.LabelGPUCount]); err == nil {
@@ -289,6 +292,10 @@ func (s *snapshot) gpuState(n *corev1.Node) GPUState {
 
 func (s *snapshot) gpuFindings(r *NodeReport, onNode string, add func(sev, check, msg, fix string)) {
 	plugin := gateState(r.Gates, config.StageDevicePlugin)
+	if r.GPUs.Resource == draResource {
+		s.draNodeFindings(r, plugin, onNode, add)
+		return
+	}
 	g := r.GPUs
 	res := g.Resource
 	switch {

@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,11 @@ import (
 const maxEvidence = 3
 
 func (s *snapshot) diagnosePods(ctx context.Context) error {
+	if slices.ContainsFunc(s.pods, func(p corev1.Pod) bool { return len(p.Spec.ResourceClaims) > 0 }) {
+		if err := s.readDRA(ctx); err != nil {
+			return err
+		}
+	}
 	if s.in.Pod != "" {
 		ns, name, err := splitPodRef(s.in.Pod)
 		if err != nil {
@@ -36,7 +42,7 @@ func (s *snapshot) diagnosePods(ctx context.Context) error {
 	}
 	for i := range s.pods {
 		p := &s.pods[i]
-		if !s.isGPUPod(p) || !needsDiagnosis(p) || (s.in.Node != "" && p.Spec.NodeName != s.in.Node) {
+		if !(s.isGPUPod(p) || s.isGPUClaimPod(ctx, p)) || !needsDiagnosis(p) || (s.in.Node != "" && p.Spec.NodeName != s.in.Node) {
 			continue
 		}
 		r, err := s.diagnosePod(ctx, p)
@@ -100,6 +106,12 @@ func (s *snapshot) diagnosePod(ctx context.Context, p *corev1.Pod) (PodReport, e
 			r.Finding = Finding{Severity: SeverityError, Check: PodGateRuntimeClassMissing,
 				Message: fmt.Sprintf("the pod names RuntimeClass %q, which does not exist", r.RuntimeClassName),
 				Fix:     fmt.Sprintf("apply the rendered RuntimeClass %q, or set runtimeClassName: %s (the policy's)", r.RuntimeClassName, s.exp.RuntimeClassName)}
+			return r, nil
+		}
+	}
+	if p.Spec.NodeName == "" && len(p.Spec.ResourceClaims) > 0 {
+		if gate, f, ok := s.claimFinding(ctx, p, events); ok {
+			r.FailedGate, r.Finding = gate, f
 			return r, nil
 		}
 	}

@@ -12,14 +12,16 @@ type pool struct {
 	name     string
 	selector map[string]string // the pool's nodeSelector; nil for the rest
 	settings *v1alpha1.DevicePlugin
+	// allocation: devicePlugin or dra, which plugin serves the pool's nodes.
+	allocation string
 }
 
 // devicePluginPools lists the rest first, then the node pools in policy order.
 func devicePluginPools(p *v1alpha1.GPUPolicy) []pool {
-	out := []pool{{settings: &p.Spec.DevicePlugin}}
+	out := []pool{{settings: &p.Spec.DevicePlugin, allocation: p.Spec.Allocation}}
 	for i := range p.Spec.NodePools {
 		np := &p.Spec.NodePools[i]
-		out = append(out, pool{name: np.Name, selector: np.NodeSelector, settings: np.DevicePlugin})
+		out = append(out, pool{name: np.Name, selector: np.NodeSelector, settings: np.DevicePlugin, allocation: np.Allocation})
 	}
 	return out
 }
@@ -32,9 +34,13 @@ func (pl pool) suffix() string {
 	return "-" + pl.name
 }
 
-func devicePluginConfig(poolName string, dp *v1alpha1.DevicePlugin) config.DevicePlugin {
+func devicePluginConfig(poolName, allocation string, dp *v1alpha1.DevicePlugin) config.DevicePlugin {
+	if allocation != v1alpha1.AllocationDRA {
+		allocation = "" // the device plugin: left out, so its documents stay as they were
+	}
 	return config.DevicePlugin{
 		Pool:               poolName,
+		Allocation:         allocation,
 		ResourceName:       dp.ResourceName,
 		MIGStrategy:        dp.MIGStrategy,
 		DeviceListStrategy: dp.DeviceListStrategy,
@@ -70,12 +76,12 @@ func agentConfig(p *v1alpha1.GPUPolicy, dropInSHA256 string) config.Agent {
 			FeatureDiscovery: v1alpha1.Bool(s.FeatureDiscovery.Enabled),
 			Exporter:         v1alpha1.Bool(s.Exporter.Enabled),
 		},
-		DevicePlugin: devicePluginConfig("", &s.DevicePlugin),
+		DevicePlugin: devicePluginConfig("", s.Allocation, &s.DevicePlugin),
 	}
 	for _, np := range s.NodePools {
 		a.NodePools = append(a.NodePools, config.AgentPool{
 			Name: np.Name, NodeSelector: np.NodeSelector,
-			DevicePlugin: devicePluginConfig(np.Name, np.DevicePlugin),
+			DevicePlugin: devicePluginConfig(np.Name, np.Allocation, np.DevicePlugin),
 			MIG:          agentMIG(&np),
 		})
 	}

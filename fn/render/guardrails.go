@@ -33,6 +33,9 @@ func renderGuardrails(c *plan) (Objects, error) {
 	fail := admissionv1.Fail
 	users := make([]string, 0, 3)
 	for _, r := range c.roles() {
+		if r.serviceAccount == NameDRAPlugin {
+			continue // writes no node; renderDRAGuardrails confines its ResourceSlices
+		}
 		users = append(users, celString(c.serviceAccountUser(r.serviceAccount)))
 	}
 	claim := fmt.Sprintf("request.userInfo.extra[%s]", celString(nodeNameClaim))
@@ -99,18 +102,24 @@ func renderGuardrails(c *plan) (Objects, error) {
 			}, c.discoveryValidations()...),
 		},
 	}
+	return c.denyingPolicy(policy), nil
+}
+
+// denyingPolicy is the guardrails' policy with the binding that enforces it (Deny), both in
+// prereqs.
+func (c *plan) denyingPolicy(policy *admissionv1.ValidatingAdmissionPolicy) Objects {
 	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
 		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
-		ObjectMeta: c.meta(NameGuardrails, false),
+		ObjectMeta: c.meta(policy.Name, false),
 		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        NameGuardrails,
+			PolicyName:        policy.Name,
 			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
 		},
 	}
 	return Objects{
 		{Stage: StagePrereqs, Component: "guardrails", Obj: policy},
 		{Stage: StagePrereqs, Component: "guardrails", Obj: binding},
-	}, nil
+	}
 }
 
 // discoveryValidations narrow the discovery program further than the node agents: on top of

@@ -52,7 +52,7 @@ const (
 // and ConfigMap), the way kubectl and Argo CD order kinds.
 var kindOrder = []string{
 	"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-	"ConfigMap", "RuntimeClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+	"ConfigMap", "RuntimeClass", "DeviceClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
 	"Service", "DaemonSet", "ServiceMonitor", "PrometheusRule",
 }
 

@@ -64,6 +64,8 @@ func TestGates(t *testing.T) {
 			want = config.LabelDeployFeatureDiscovery
 		case render.NameExporter:
 			want = config.LabelDeployExporter
+		case render.NameMIGManager:
+			want = config.LabelDeployMIGManager
 		}
 		terms := ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 		for _, term := range terms {

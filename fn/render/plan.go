@@ -46,7 +46,7 @@ func newPlan(p *v1alpha1.GPUPolicy) (*plan, error) {
 	}
 	c.devicePluginConfigs = map[string][]byte{}
 	for _, pool := range devicePluginPools(p) {
-		b, err := yamlout.Marshal(devicePluginConfig(pool.name, pool.settings))
+		b, err := yamlout.Marshal(devicePluginConfig(pool.name, pool.allocation, pool.settings))
 		if err != nil {
 			return nil, err
 		}

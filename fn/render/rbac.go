@@ -53,6 +53,9 @@ func (c *plan) serviceAccounts() []string {
 	if c.builtinDiscovery() {
 		names = append(names, NameDiscovery)
 	}
+	if c.usesDRA() {
+		names = append(names, NameDRAPlugin)
+	}
 	return names
 }
 
@@ -72,6 +75,9 @@ func (c *plan) roles() []role {
 	}
 	if c.builtinDiscovery() {
 		out = append(out, role{NameDiscovery, discoveryRules})
+	}
+	if c.usesDRA() {
+		out = append(out, role{NameDRAPlugin, draRules})
 	}
 	return out
 }

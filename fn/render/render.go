@@ -16,7 +16,10 @@
 //	                    the entry label nvidia.com/gpu.present) or an NFD NodeFeatureRule
 //	driver (0)          gpu-driver: validator (preinstalled) or NVIDIA's driver container; OnDelete
 //	container-toolkit (1) gpu-container-toolkit: toolkit binaries + reviewed drop-in install
-//	device-plugin (2)   gpu-device-plugin and gpu-device-plugin-<pool> (the first excludes the pools)
+//	device-plugin (2)   gpu-device-plugin and gpu-device-plugin-<pool> (the first excludes the pools);
+//	                    gpu-dra-plugin[-<pool>] instead where allocation is dra, with the
+//	                    DeviceClasses gpu.nvidia.com and mig.nvidia.com, its RBAC and the
+//	                    ResourceSlice guardrails in prereqs
 //	observability (3)   gpu-feature-discovery, gpu-exporter + Service, ServiceMonitor, PrometheusRule
 //
 // Every stage DaemonSet requires the entry selector and its nvidia.com/gpu.deploy.<stage> label
@@ -92,6 +95,8 @@ var renderers = []renderer{
 	renderConfigMaps,
 	renderRuntimeClass,
 	renderGuardrails,
+	renderDRAGuardrails,
+	renderDeviceClasses,
 	renderDiscovery,
 	renderNodeAgent,
 	renderDriver,

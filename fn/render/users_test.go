@@ -12,13 +12,13 @@ import (
 
 // rootContainers must say uid 0: the image's default user is 65532, and neither privileged
 // nor a hostPath changes that. device-plugin and exporter stay unprivileged root.
-var rootContainers = map[string]bool{"device-plugin": true, "exporter": true, "install": true, "toolkit-copy": true, "nvidia-driver": true}
+var rootContainers = map[string]bool{"device-plugin": true, "dra-plugin": true, "mig-manager": true, "exporter": true, "install": true, "toolkit-copy": true, "nvidia-driver": true}
 
 // nonRootContainers only read world-readable host files and keep the image's non-root user.
 var nonRootContainers = map[string]bool{"gate": true, "driver-validator": true, "labels": true, "discover": true}
 
 // nvmlContainers read the GPUs through the runtime class.
-var nvmlContainers = map[string]bool{"device-plugin": true, "exporter": true, "labels": true}
+var nvmlContainers = map[string]bool{"device-plugin": true, "dra-plugin": true, "mig-manager": true, "exporter": true, "labels": true}
 
 // TestContainerUsers: every rendered container states its uid, root exactly where a root-owned
 // host file or socket demands it, and the unprivileged root containers stay without
@@ -47,7 +47,7 @@ func TestContainerUsers(t *testing.T) {
 			default:
 				t.Errorf("%s %s: container %s is in neither list; decide its uid", name, o, c.Name)
 			}
-			if c.Name == "device-plugin" || c.Name == "exporter" {
+			if c.Name == "device-plugin" || c.Name == "dra-plugin" || c.Name == "exporter" { // mig-manager adds CAP_SYS_ADMIN (mig.go)
 				unprivilegedRoot(t, name+" "+o.String()+" "+c.Name, sc)
 			}
 			if nvmlContainers[c.Name] != hasNVMLEnv(c.Env) {
@@ -55,7 +55,7 @@ func TestContainerUsers(t *testing.T) {
 			}
 		}
 	})
-	for _, c := range []string{"device-plugin", "exporter", "install", "toolkit-copy", "nvidia-driver", "gate", "driver-validator", "labels"} {
+	for _, c := range []string{"device-plugin", "dra-plugin", "mig-manager", "exporter", "install", "toolkit-copy", "nvidia-driver", "gate", "driver-validator", "labels"} {
 		if !seen[c] {
 			t.Errorf("no golden case renders container %s", c)
 		}

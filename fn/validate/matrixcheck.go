@@ -106,6 +106,14 @@ func (c *checker) containerdMatrix(s *v1alpha1.Spec, p *field.Path) {
 			}
 		}
 	}
+	if !facts.CDI {
+		for _, a := range allocations(s) {
+			if a.value == v1alpha1.AllocationDRA {
+				c.errorf(a.path, a.value, "containerd %s has no CDI support in its CRI plugin (added in 1.7), and the kubelet hands DRA devices to containerd only as CDI devices, so pods would start without their GPUs: set allocation: devicePlugin with deviceListStrategy: envvar, or upgrade containerd to ≥ 1.7 (source: %s)", s.ContainerRuntime.Version, facts.Source)
+				break
+			}
+		}
+	}
 	if facts.ConfigVersion == 3 {
 		c.toolkitNeeds(s, matrix.FeatureConfigV3, fmt.Sprintf("containerd %s reads config version 3", s.ContainerRuntime.Version), SeverityError)
 	}
@@ -153,6 +161,7 @@ func (c *checker) kubernetes(s *v1alpha1.Spec, spec *field.Path) {
 	if slices.ContainsFunc(devicePlugins(s), func(d poolSettings) bool { return d.settings.DeviceListStrategy == config.DeviceListCDICRI }) {
 		c.featureGates(s.KubernetesVersion, k, p, kf.Features, "cdi-cri", "deviceListStrategy: cdi-cri", "or set deviceListStrategy: envvar")
 	}
+	c.draMatrix(s, k, p)
 }
 
 func (c *checker) featureGates(raw string, k matrix.Version, p *field.Path, features []matrix.KubernetesFeature, usedBy, setting, alternative string) {

@@ -48,7 +48,9 @@ func (c *checker) mig(np *v1alpha1.NodePool, pool *field.Path) {
 			continue
 		}
 		c.migLayout(m.Layouts[name], product, kp)
-		c.migStrategy(name, m.Layouts[name], np.DevicePlugin.MIGStrategy, pool.Child("devicePlugin", "migStrategy"))
+		if np.Allocation != v1alpha1.AllocationDRA { // the DRA plugin publishes every MIG device as it is
+			c.migStrategy(name, m.Layouts[name], np.DevicePlugin.MIGStrategy, pool.Child("devicePlugin", "migStrategy"))
+		}
 	}
 }
 

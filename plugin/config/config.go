@@ -107,7 +107,10 @@ type AgentPool struct {
 // DevicePlugin is the device plugin's configuration (ConfigMap DevicePluginConfigMap[-pool],
 // key DevicePluginFile), fully defaulted by the function.
 type DevicePlugin struct {
-	Pool               string       `json:"pool,omitempty"` // "" for the nodes outside every pool
+	Pool string `json:"pool,omitempty"` // "" for the nodes outside every pool
+	// Allocation is "dra" where the DRA plugin (gpu-device-plugin dra) serves the nodes instead
+	// of the device plugin; "" is the device plugin. The agent and doctor read it.
+	Allocation         string       `json:"allocation,omitempty"`
 	ResourceName       string       `json:"resourceName"`
 	MIGStrategy        string       `json:"migStrategy"`        // none | single | mixed
 	DeviceListStrategy string       `json:"deviceListStrategy"` // cdi-cri | envvar

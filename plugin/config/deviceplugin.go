@@ -143,6 +143,9 @@ func ValidateDevicePlugin(cfg DevicePlugin) error {
 	if !resourceNameRE.MatchString(cfg.ResourceName) {
 		return fmt.Errorf("field resourceName: %q is not an extended resource name like %s", cfg.ResourceName, DefaultResourceName)
 	}
+	if cfg.Allocation != "" && cfg.Allocation != AllocationDRA {
+		return fmt.Errorf("field allocation: %q: want %q or none (the device plugin)", cfg.Allocation, AllocationDRA)
+	}
 	switch cfg.MIGStrategy {
 	case MIGNone, MIGSingle, MIGMixed:
 	default:

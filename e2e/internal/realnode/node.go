@@ -63,7 +63,8 @@ type Node struct {
 	created []string // host mount points this node created, removed again in Stop
 	cleanup []func() error
 	ctr     string
-	pidNS   string // the namespace's /proc/PID/ns/pid link, read once it runs
+	pidNS   string   // the namespace's /proc/PID/ns/pid link, read once it runs
+	lock    *os.File // LockFile, held from Start to Stop
 }
 
 // nodePaths are bound from Dir/rootfs into the namespace. /var/run is a link to /run on
@@ -103,6 +104,10 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 			err = fmt.Errorf("realnode %s: %w (logs in %s)", o.Name, err, n.LogDir)
 		}
 	}()
+	// Before anything of the machine is touched; held until Stop.
+	if n.lock, err = lockMachine(o.Name); err != nil {
+		return nil, err
+	}
 	if err := n.prepare(cfg); err != nil {
 		return nil, err
 	}
@@ -405,6 +410,10 @@ func (n *Node) Stop() error {
 		}
 	}
 	n.created = nil
+	if n.lock != nil {
+		n.lock.Close() // the machine is free for the next real node
+		n.lock = nil
+	}
 	return errors.Join(errs...)
 }
 

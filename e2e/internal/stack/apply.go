@@ -23,6 +23,7 @@ import (
 type Applier struct {
 	manager  *ssa.ResourceManager
 	warnings *WarningRecorder
+	owner    string
 	// Timeout for one stage to become ready after it was applied.
 	Timeout time.Duration
 }
@@ -50,7 +51,7 @@ func NewApplier(cfg *rest.Config, fieldOwner string) (*Applier, error) {
 	c = client.WithFieldValidation(c, metav1.FieldValidationStrict)
 	poller := polling.NewStatusPoller(c, mapper, polling.Options{})
 	m := ssa.NewResourceManager(c, poller, ssa.Owner{Field: fieldOwner, Group: "gpupolicy.dev"})
-	return &Applier{manager: m, warnings: rec, Timeout: 2 * time.Minute}, nil
+	return &Applier{manager: m, warnings: rec, owner: fieldOwner, Timeout: 2 * time.Minute}, nil
 }
 
 // Client is the controller-runtime client the applier uses.
@@ -77,6 +78,25 @@ func (a *Applier) Apply(ctx context.Context, stage string, objs []*unstructured.
 		return cs, fmt.Errorf("stage %s: wait for %s: %w", stage, utils.FmtUnstructuredList(objs), err)
 	}
 	return cs, nil
+}
+
+// DryRun server-side applies every object with dryRun=All (strict field validation, forced
+// ownership): the API server runs its validation and admission, CEL compilation included, and
+// persists nothing, so objects whose names another stack in the cluster already uses can be
+// checked too. It fails on the first refusal or any API warning.
+func (a *Applier) DryRun(ctx context.Context, objs []*unstructured.Unstructured) error {
+	before := a.warnings.Len()
+	for _, o := range objs {
+		err := a.Client().Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
+			client.FieldOwner(a.owner), client.ForceOwnership, client.DryRunAll)
+		if err != nil {
+			return fmt.Errorf("server-side apply (dry run) of %s: %w", utils.FmtUnstructured(o), err)
+		}
+	}
+	if w := a.warnings.Since(before); len(w) > 0 {
+		return fmt.Errorf("server-side apply (dry run): the API server answered with warnings:\n  %s", strings.Join(w, "\n  "))
+	}
+	return nil
 }
 
 // WarningRecorder collects API warnings (deprecations, unknown fields, policy warnings).

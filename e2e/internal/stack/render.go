@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -86,4 +87,43 @@ func ByWave(objs []*unstructured.Unstructured) ([]Wave, error) {
 	}
 	sort.Slice(waves, func(i, j int) bool { return waves[i].Number < waves[j].Number })
 	return waves, nil
+}
+
+// RenderPolicy runs `gpupolicy-fn render -f policy -o outDir` (the real function, fn the
+// binary) and returns every object of the rendered tree.
+func RenderPolicy(ctx context.Context, fn, policy, outDir string) ([]*unstructured.Unstructured, error) {
+	if b, err := exec.CommandContext(ctx, fn, "render", "-f", policy, "-o", outDir).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("gpupolicy-fn render -f %s: %w\n%s", policy, err, b)
+	}
+	var objs []*unstructured.Unstructured
+	err := filepath.WalkDir(outDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(p) != ".yaml" || filepath.Base(p) == "kustomization.yaml" {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		got, err := utils.ReadObjects(f)
+		objs = append(objs, got...)
+		return err
+	})
+	return objs, err
+}
+
+// DRAObjects picks, from a rendered stack, its Namespaces and what the DRA plugin needs to run
+// outside its DaemonSet (as tests run it: a process per node): the DeviceClasses, the plugin's
+// ServiceAccount and RBAC, and the ResourceSlice guardrails.
+func DRAObjects(objs []*unstructured.Unstructured) (namespaces, dra []*unstructured.Unstructured) {
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "Namespace":
+			namespaces = append(namespaces, o)
+		case o.GetKind() == "DaemonSet":
+		case o.GetKind() == "DeviceClass", strings.Contains(o.GetName(), "gpu-dra-plugin"), strings.Contains(o.GetName(), "resourceslice-guardrails"):
+			dra = append(dra, o)
+		}
+	}
+	return namespaces, dra
 }

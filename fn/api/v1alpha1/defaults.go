@@ -19,6 +19,7 @@ const (
 	DefaultNamespace         = "gpu-system"
 	DefaultGitOps            = GitOpsArgoCD
 	DefaultDiscovery         = DiscoveryBuiltin
+	DefaultAllocation        = AllocationDevicePlugin
 	DefaultPriorityClassName = "system-node-critical"
 	DefaultRuntimeName       = "containerd"
 	DefaultContainerdVersion = "2.1"
@@ -47,6 +48,9 @@ const (
 	DiscoveryBuiltin = "builtin"
 	DiscoveryNFD     = "nfd"
 	DiscoveryNone    = "none"
+
+	AllocationDevicePlugin = "devicePlugin"
+	AllocationDRA          = "dra"
 
 	RestartSystemd = "systemd"
 	RestartSignal  = "signal"
@@ -126,6 +130,7 @@ func Default(p *GPUPolicy) {
 	orDefault(&s.Namespace, DefaultNamespace)
 	orDefault(&s.GitOps, DefaultGitOps)
 	s.Discovery = s.GetDiscovery()
+	orDefault(&s.Allocation, DefaultAllocation)
 	orDefault(&s.PriorityClassName, DefaultPriorityClassName)
 	if len(s.NodeSelector) == 0 {
 		s.NodeSelector = DefaultNodeSelector()
@@ -172,6 +177,7 @@ func Default(p *GPUPolicy) {
 			np.DevicePlugin = &DevicePlugin{}
 		}
 		defaultDevicePlugin(np.DevicePlugin, s.DevicePlugin)
+		orDefault(&np.Allocation, s.Allocation)
 		if m := np.MIG; m != nil {
 			m.Layout = m.GetLayout()
 			for _, groups := range m.Layouts {

@@ -50,6 +50,12 @@ type Spec struct {
 	// runs Node Feature Discovery) or none (a person or another tool labels the nodes).
 	// Default builtin.
 	Discovery string `json:"discovery,omitempty"`
+	// Allocation is how GPUs reach pods: devicePlugin (the kubelet device plugin advertises the
+	// extended resource devicePlugin.resourceName) or dra (Dynamic Resource Allocation: a DRA
+	// kubelet plugin publishes ResourceSlices of driver gpu.nvidia.com and pods ask through
+	// ResourceClaims of the DeviceClasses gpu.nvidia.com and mig.nvidia.com; needs Kubernetes
+	// ≥ 1.34). A node pool may override it. Default devicePlugin.
+	Allocation string `json:"allocation,omitempty"`
 	// Registry replaces the registry host of every image (air-gapped mirrors). Default none.
 	Registry string `json:"registry,omitempty"`
 	// ImagePullSecrets are secret names added to every pod.
@@ -205,6 +211,9 @@ type NodePool struct {
 	Name         string            `json:"name"`
 	NodeSelector map[string]string `json:"nodeSelector"`
 	DevicePlugin *DevicePlugin     `json:"devicePlugin,omitempty"`
+	// Allocation overrides spec.allocation for the pool's nodes: devicePlugin | dra. Each node
+	// runs exactly one of the two plugins, never both. Default: spec.allocation.
+	Allocation string `json:"allocation,omitempty"`
 	// MIG declares the pool's MIG layouts; the node agent applies one on each of its nodes.
 	MIG *MIG `json:"mig,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -62,6 +63,29 @@ func (c *Clientset) Events(ctx context.Context, namespace, fieldSelector string)
 // RuntimeClass gets a RuntimeClass.
 func (c *Clientset) RuntimeClass(ctx context.Context, name string) (*nodev1.RuntimeClass, error) {
 	return c.cs.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+}
+
+// ResourceClaims lists the ResourceClaims of every namespace.
+func (c *Clientset) ResourceClaims(ctx context.Context) ([]resourcev1.ResourceClaim, error) {
+	list, err := c.cs.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// ResourceSlices lists every ResourceSlice.
+func (c *Clientset) ResourceSlices(ctx context.Context) ([]resourcev1.ResourceSlice, error) {
+	list, err := c.cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// DeviceClass gets a DeviceClass.
+func (c *Clientset) DeviceClass(ctx context.Context, name string) (*resourcev1.DeviceClass, error) {
+	return c.cs.ResourceV1().DeviceClasses().Get(ctx, name, metav1.GetOptions{})
 }
 
 // APIResources is the discovery document of one group version; NotFound when not served.

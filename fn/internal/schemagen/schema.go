@@ -69,6 +69,8 @@ var rules = map[string]rule{
 	"Spec.KubernetesVersion":          {required: true},
 	"Spec.GitOps":                     {enum: []string{v1alpha1.GitOpsArgoCD, v1alpha1.GitOpsFlux, v1alpha1.GitOpsNone}},
 	"Spec.Discovery":                  {enum: []string{v1alpha1.DiscoveryBuiltin, v1alpha1.DiscoveryNFD, v1alpha1.DiscoveryNone}},
+	"Spec.Allocation":                 {enum: []string{v1alpha1.AllocationDevicePlugin, v1alpha1.AllocationDRA}},
+	"NodePool.Allocation":             {enum: []string{v1alpha1.AllocationDevicePlugin, v1alpha1.AllocationDRA}},
 	"Spec.Driver":                     {required: true},
 	"Spec.CUDA":                       {required: true},
 	"ContainerRuntime.Name":           {enum: []string{v1alpha1.DefaultRuntimeName}},

@@ -71,7 +71,7 @@ type Kubernetes struct {
 // KubernetesFeature is a Kubernetes feature a part of the output needs.
 type KubernetesFeature struct {
 	Name        string `json:"name"`
-	UsedBy      string `json:"usedBy"` // guardrails | cdi-cri
+	UsedBy      string `json:"usedBy"` // guardrails | cdi-cri | dra
 	OnByDefault string `json:"onByDefault"`
 	GA          string `json:"ga"`
 	Source      string `json:"source"`

@@ -11,7 +11,8 @@ import (
 )
 
 // PodResourceHolders names, for each GPU, the pods the kubelet's pod-resources API says hold
-// it: the GPU itself (by UUID or index) or one of its MIG devices. The exporter's client is
+// it: the GPU itself (by UUID or index) or one of its MIG devices, through the device plugin or
+// a DRA claim. The exporter's client is
 // reused, refreshed on every call, so the answer is the kubelet's at the time of the change.
 func PodResourceHolders(lib nvml.Interface, c *podresources.Client) func(context.Context) (Holders, error) {
 	return func(ctx context.Context) (Holders, error) {
@@ -45,6 +46,10 @@ func holdersOf(lib nvml.Interface, lookup func(id string) []podresources.PodRef)
 				}
 				if u, ret := md.GetUUID(); ret == nvml.SUCCESS {
 					ids = append(ids, u)
+				}
+				// A MIG device held through a DRA claim is keyed by its GPU instance.
+				if gi, ret := md.GetGpuInstanceId(); ret == nvml.SUCCESS {
+					ids = append(ids, podresources.MIGKey(i, gi))
 				}
 			}
 		}

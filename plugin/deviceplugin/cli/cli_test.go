@@ -89,3 +89,35 @@ func TestCLIRunsUntilCancelled(t *testing.T) {
 		}
 	}
 }
+
+func TestDRAHelpAndErrors(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"dra", "--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("dra --help exit %d", code)
+	}
+	for _, flag := range []string{"-plugins-dir", "/var/lib/kubelet/plugins", "-registry-dir", "/var/lib/kubelet/plugins_registry", "-cdi-dir", "/var/run/cdi", "-kubeconfig", "-node-name", "-nvml-mock", "gpu.nvidia.com", "parentUUID"} {
+		if !strings.Contains(errOut.String(), flag) {
+			t.Errorf("dra --help lacks %s:\n%s", flag, errOut.String())
+		}
+	}
+	t.Setenv("NODE_NAME", "")
+	t.Setenv("KUBECONFIG", "")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"dra"}, 2, "--node-name (or $NODE_NAME) is required"},
+		{[]string{"dra", "--node-name", "n", "--cdi-dir", "cdi"}, 2, "cdi-dir"},
+		{[]string{"dra", "--node-name", "n", "--kubeconfig", filepath.Join(t.TempDir(), "missing")}, 1, "load --kubeconfig"},
+		{[]string{"dra", "--node-name", "n", "extra"}, 2, "unexpected arguments"},
+		{[]string{"dra", "--node-name", "n", "--config", writeConfig(t, "resourceName: nvidia.com/gpu\nmigStrategy: none\ndeviceListStrategy: envvar\nsharing: {timeSlicing: {replicas: 1}}\nhealthChecks: {enabled: true, ignoredXIDs: []}\n")}, 1, "served by the device plugin"},
+		{[]string{"--config", writeConfig(t, "allocation: dra\nresourceName: nvidia.com/gpu\nmigStrategy: none\ndeviceListStrategy: envvar\nsharing: {timeSlicing: {replicas: 1}}\nhealthChecks: {enabled: true, ignoredXIDs: []}\n")}, 1, "run gpu-device-plugin dra there"},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), tc.args, &out, &errOut)
+		if code != tc.code || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut.String(), tc.code, tc.want)
+		}
+	}
+}

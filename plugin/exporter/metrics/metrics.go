@@ -93,12 +93,12 @@ func (c *gpuCollector) collectGPU(ch chan<- prometheus.Metric, s *collector.Snap
 	emitPods(ch, c.xidLast, float64(g.LastXID), prometheus.GaugeValue, id, "", "", pods)
 	for k := range g.MIG {
 		m := &g.MIG[k]
-		c.emit(ch, id, m.Profile, strconv.Itoa(m.GIID), c.podsOf(m.UUID, ""), &m.Values)
+		c.emit(ch, id, m.Profile, strconv.Itoa(m.GIID), c.podsOf(m.UUID, podresources.MIGKey(g.Index, m.GIID)), &m.Values)
 	}
 }
 
-// podsOf returns the containers holding a device by its UUID or (for index-based device ids)
-// its index.
+// podsOf returns the containers holding a device by its UUID or by its other key: a GPU's index
+// (index-based device ids, DRA's gpu-<index>), a MIG device's podresources.MIGKey (DRA).
 func (c *gpuCollector) podsOf(uuid, index string) []podresources.PodRef {
 	refs := c.pods.Lookup(uuid)
 	if index != "" {

@@ -243,3 +243,38 @@ func TestBackgroundRenderingFollowsSnapshots(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestPodLabelsFromDRAClaims: devices a pod holds through ResourceClaims of driver
+// gpu.nvidia.com (pod-resources DynamicResources) carry its labels: a whole GPU by its device
+// name gpu-<index>, a MIG device by gpu-<index>-mig-<gi>-<ci>.
+func TestPodLabelsFromDRAClaims(t *testing.T) {
+	srv := podresourcestest.Start(t)
+	r := newRig(t, "dgxa100", srv.Socket)
+	if err := r.mock.ConfigureMIG(1, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.GPU_INSTANCE_PROFILE_2_SLICE); err != nil {
+		t.Fatal(err)
+	}
+	r.refresh()
+	mig := series(r.scrape(t), "DCGM_FI_DEV_FB_USED", map[string]string{"gpu": "1", "GPU_I_PROFILE": "2g.10gb"})
+	if len(mig) != 1 {
+		t.Fatalf("MIG 2g.10gb on GPU 1: %v", mig)
+	}
+	gi := labels(mig[0])["GPU_I_ID"]
+	claim := func(device string) []podresourcestest.Container {
+		return []podresourcestest.Container{{Name: "c", Claims: []podresourcestest.ClaimDevice{{Namespace: "ml", Claim: "x", Driver: "gpu.nvidia.com", Pool: "node", Device: device}}}}
+	}
+	srv.SetPods(
+		podresourcestest.Pod{Namespace: "ml", Name: "whole", Containers: claim("gpu-3")},
+		podresourcestest.Pod{Namespace: "ml", Name: "slice", Containers: claim("gpu-1-mig-" + gi + "-0")},
+	)
+	r.refresh()
+	fams := r.scrape(t)
+	if s := series(fams, "DCGM_FI_DEV_GPU_TEMP", map[string]string{"gpu": "3"}); len(s) != 1 || labels(s[0])["pod"] != "whole" {
+		t.Errorf("GPU 3 held through a claim: %v", s)
+	}
+	if s := series(fams, "DCGM_FI_DEV_FB_USED", map[string]string{"gpu": "1", "GPU_I_PROFILE": "2g.10gb"}); len(s) != 1 || labels(s[0])["pod"] != "slice" {
+		t.Errorf("MIG 2g.10gb held through a claim: %v", s)
+	}
+	if s := series(fams, "DCGM_FI_DEV_FB_USED", map[string]string{"gpu": "1", "GPU_I_PROFILE": "1g.5gb"}); len(s) != 1 || labels(s[0])["pod"] != "" {
+		t.Errorf("unused MIG 1g.5gb: %v", s)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // PodRef is one container holding a device.
@@ -188,11 +191,20 @@ func index(resp *podresourcesv1.ListPodResourcesResponse) map[string][]PodRef {
 	for _, pod := range resp.GetPodResources() {
 		for _, ctr := range pod.GetContainers() {
 			ref := PodRef{Namespace: pod.GetNamespace(), Pod: pod.GetName(), Container: ctr.GetName()}
+			add := func(key string) {
+				if !slices.Contains(devices[key], ref) {
+					devices[key] = append(devices[key], ref)
+				}
+			}
 			for _, dev := range ctr.GetDevices() {
 				for _, id := range dev.GetDeviceIds() {
-					key := DeviceKey(id)
-					if !slices.Contains(devices[key], ref) {
-						devices[key] = append(devices[key], ref)
+					add(DeviceKey(id))
+				}
+			}
+			for _, dr := range ctr.GetDynamicResources() {
+				for _, cr := range dr.GetClaimResources() {
+					for _, key := range claimKeys(cr) {
+						add(key)
 					}
 				}
 			}
@@ -205,6 +217,30 @@ func index(resp *podresourcesv1.ListPodResourcesResponse) map[string][]PodRef {
 	}
 	return devices
 }
+
+// claimKeys are the device ids a DRA device of driver gpu.nvidia.com is looked up by: the GPU's
+// index (gpu-<index>) or the MIG device's MIGKey (gpu-<index>-mig-<gi>-<ci>), and the UUID of a
+// CDI device of the node's spec (nvidia.com/gpu=<uuid>) when the plugin passed one.
+func claimKeys(cr *podresourcesv1.ClaimResource) []string {
+	if cr.GetDriverName() != config.DRADriverName {
+		return nil
+	}
+	var out []string
+	if index, gi, _, mig, ok := config.ParseDRADeviceName(cr.GetDeviceName()); ok && mig {
+		out = append(out, MIGKey(index, gi))
+	} else if ok {
+		out = append(out, strconv.Itoa(index))
+	}
+	for _, d := range cr.GetCdiDevices() {
+		if uuid, ok := strings.CutPrefix(d.GetName(), config.CDIKind+"="); ok {
+			out = append(out, uuid)
+		}
+	}
+	return out
+}
+
+// MIGKey is the device id of a MIG device a DRA claim holds: its GPU's index and GPU instance.
+func MIGKey(index, gi int) string { return fmt.Sprintf("%d/mig-%d", index, gi) }
 
 // DeviceKey removes a time-slicing replica suffix ("GPU-abc::3" -> "GPU-abc").
 func DeviceKey(id string) string {

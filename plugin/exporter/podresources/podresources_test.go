@@ -151,3 +151,34 @@ func TestReconnectsAfterKubeletRestart(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestMappingFromDynamicResources: devices of DRA claims (driver gpu.nvidia.com) are attributed
+// by the GPU's index, the MIG device's MIGKey and the UUID of a node CDI device; another
+// driver's devices are not GPUs.
+func TestMappingFromDynamicResources(t *testing.T) {
+	srv := podresourcestest.Start(t,
+		podresourcestest.Pod{Namespace: "ml", Name: "train", Containers: []podresourcestest.Container{{Name: "main", Claims: []podresourcestest.ClaimDevice{
+			{Namespace: "ml", Claim: "gpu", Driver: "gpu.nvidia.com", Pool: "node-a", Device: "gpu-3",
+				CDIDevices: []string{"k8s.gpu.nvidia.com/claim=uid-gpu-3", "nvidia.com/gpu=GPU-ddd"}},
+		}}}},
+		podresourcestest.Pod{Namespace: "ml", Name: "small", Containers: []podresourcestest.Container{{Name: "c", Claims: []podresourcestest.ClaimDevice{
+			{Namespace: "ml", Claim: "mig", Driver: "gpu.nvidia.com", Pool: "node-a", Device: "gpu-5-mig-9-0"},
+			{Namespace: "ml", Claim: "nic", Driver: "net.example.com", Pool: "node-a", Device: "gpu-7"},
+		}}}},
+	)
+	c := newClient(t, srv.Socket, 0)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Mapping()
+	train := podresources.PodRef{Namespace: "ml", Pod: "train", Container: "main"}
+	small := podresources.PodRef{Namespace: "ml", Pod: "small", Container: "c"}
+	for id, want := range map[string]podresources.PodRef{"3": train, "GPU-ddd": train, podresources.MIGKey(5, 9): small} {
+		if got := m.Lookup(id); len(got) != 1 || got[0] != want {
+			t.Errorf("%s: got %v, want %v", id, got, want)
+		}
+	}
+	if m.Len() != 3 {
+		t.Errorf("mapping has %d devices, want 3 (another driver's device is no GPU)", m.Len())
+	}
+}

@@ -20,6 +20,15 @@ type Container struct {
 	Name      string
 	Resource  string
 	DeviceIDs []string
+	// Claims are the container's DRA devices, as the kubelet lists a claim's prepared devices.
+	Claims []ClaimDevice
+}
+
+// ClaimDevice is one device of a ResourceClaim a container uses (pod-resources DynamicResources).
+type ClaimDevice struct {
+	Namespace, Claim     string
+	Driver, Pool, Device string
+	CDIDevices           []string
 }
 
 // Pod is one pod in the List answer.
@@ -104,10 +113,19 @@ func (s *Server) List(context.Context, *podresourcesv1.ListPodResourcesRequest) 
 	for _, p := range s.pods {
 		pr := &podresourcesv1.PodResources{Namespace: p.Namespace, Name: p.Name}
 		for _, c := range p.Containers {
-			pr.Containers = append(pr.Containers, &podresourcesv1.ContainerResources{
-				Name:    c.Name,
-				Devices: []*podresourcesv1.ContainerDevices{{ResourceName: c.Resource, DeviceIds: c.DeviceIDs}},
-			})
+			cr := &podresourcesv1.ContainerResources{Name: c.Name}
+			if c.Resource != "" {
+				cr.Devices = []*podresourcesv1.ContainerDevices{{ResourceName: c.Resource, DeviceIds: c.DeviceIDs}}
+			}
+			for _, d := range c.Claims {
+				res := &podresourcesv1.ClaimResource{DriverName: d.Driver, PoolName: d.Pool, DeviceName: d.Device}
+				for _, id := range d.CDIDevices {
+					res.CdiDevices = append(res.CdiDevices, &podresourcesv1.CDIDevice{Name: id})
+				}
+				cr.DynamicResources = append(cr.DynamicResources, &podresourcesv1.DynamicResource{
+					ClaimName: d.Claim, ClaimNamespace: d.Namespace, ClaimResources: []*podresourcesv1.ClaimResource{res}})
+			}
+			pr.Containers = append(pr.Containers, cr)
 		}
 		resp.PodResources = append(resp.PodResources, pr)
 	}

@@ -1,0 +1,74 @@
+package validate
+
+import (
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/fn/validate/matrix"
+)
+
+// allocations lists where each allocation mode is chosen: spec.allocation for the nodes
+// outside every pool, then each pool's (defaulted from spec.allocation).
+type allocationSite struct {
+	value string
+	path  *field.Path
+	pool  int // -1: spec.allocation
+}
+
+func allocations(s *v1alpha1.Spec) []allocationSite {
+	out := []allocationSite{{s.Allocation, field.NewPath("spec", "allocation"), -1}}
+	for i := range s.NodePools {
+		out = append(out, allocationSite{s.NodePools[i].Allocation, field.NewPath("spec", "nodePools").Index(i).Child("allocation"), i})
+	}
+	return out
+}
+
+// usesDRA reports whether any GPU node is served by the DRA plugin.
+func usesDRA(s *v1alpha1.Spec) bool {
+	for _, a := range allocations(s) {
+		if a.value == v1alpha1.AllocationDRA {
+			return true
+		}
+	}
+	return false
+}
+
+// allocation checks the modes and that a DRA pool does not also configure what only the device
+// plugin advertises: a node is served by one of the two, so those settings would either be
+// ignored or mean the GPUs are advertised twice (as nvidia.com/gpu and as ResourceSlices) and
+// handed to two pods.
+func (c *checker) allocation(s *v1alpha1.Spec, w Written) {
+	for _, a := range allocations(s) {
+		if !c.oneOf(a.path, a.value, v1alpha1.AllocationDevicePlugin, v1alpha1.AllocationDRA) || a.value != v1alpha1.AllocationDRA || a.pool < 0 {
+			continue
+		}
+		set := w.pools[a.pool]
+		dp := field.NewPath("spec", "nodePools").Index(a.pool).Child("devicePlugin")
+		for _, f := range []struct {
+			name string
+			set  bool
+			val  any
+		}{
+			{"resourceName", set.resourceName != "", set.resourceName},
+			{"migStrategy", set.migStrategy != "", set.migStrategy},
+			{"deviceListStrategy", set.deviceListStrategy != "", set.deviceListStrategy},
+		} {
+			if f.set {
+				c.errorf(dp.Child(f.name), f.val, "the pool's GPUs are allocated through DRA (allocation: dra), and %s configures only the device plugin, which does not run there: a node is served by one of the two, never both; remove %s or set allocation: devicePlugin", f.name, f.name)
+			}
+		}
+		if set.replicas != nil {
+			c.errorf(dp.Child("sharing", "timeSlicing", "replicas"), *set.replicas, "the pool's GPUs are allocated through DRA (allocation: dra), where a GPU is shared by pods referencing one ResourceClaim, not by time-sliced replicas of the device plugin: remove sharing or set allocation: devicePlugin")
+		}
+	}
+}
+
+// draMatrix: DRA's v1 API (resource.k8s.io/v1, DeviceClass CEL selectors, ResourceSlices) is
+// GA from Kubernetes 1.34, and the kubelet hands a claim's devices to containerd only as CRI
+// CDI devices, which containerd's CRI plugin honours from 1.7.
+func (c *checker) draMatrix(s *v1alpha1.Spec, k matrix.Version, p *field.Path) {
+	if !usesDRA(s) {
+		return
+	}
+	c.featureGates(s.KubernetesVersion, k, p, c.m.Kubernetes.Features, "dra", "allocation: dra", "or set allocation: devicePlugin")
+}

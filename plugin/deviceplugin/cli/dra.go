@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/draplugin"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+)
+
+const draUsage = `gpu-device-plugin dra is the DRA kubelet plugin of driver gpu.nvidia.com (allocation: dra).
+
+It publishes this node's GPUs (MIG off) and MIG devices as a ResourceSlice of pool <node name>
+with the attribute names of NVIDIA's DRA driver: type (gpu | mig), uuid, productName, brand,
+architecture, cudaComputeCapability, driverVersion, cudaDriverVersion,
+resource.kubernetes.io/pciBusID and pcieRoot, capacity memory; MIG devices add parentUUID,
+parentIndex, profile and the capacities multiprocessors, copyEngines, decoders, encoders,
+jpegEngines, ofaEngines. It registers with the kubelet through --registry-dir (the kubelet
+finds the socket again after it restarts) and serves NodePrepareResources under
+--plugins-dir/gpu.nvidia.com: each prepared claim gets one CDI spec
+--cdi-dir/k8s.gpu.nvidia.com-claim_<uid>.json (kind k8s.gpu.nvidia.com/claim, devices
+<uid>-<device>); unprepare removes it.
+
+Health: the device plugin's rules (healthChecks in --config); an unhealthy device, or every MIG
+device of an unhealthy GPU, is withdrawn from the ResourceSlice until it recovers, and a claim
+that names it is not prepared.
+
+Usage:
+  gpu-device-plugin dra [flags]
+
+Flags:
+`
+
+// draMain is `gpu-device-plugin dra`.
+func draMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("gpu-device-plugin dra", commandHelp{usage: draUsage,
+		config:   "device plugin config (YAML, ConfigMap " + config.DevicePluginConfigMap + "[-<pool>]): its healthChecks apply; empty: the GPUPolicy defaults",
+		hostRoot: "where the host's root filesystem is mounted: its /sys gives PCIe roots, its /dev the device nodes",
+		probe:    "how often each GPU is probed for health and recovery",
+		nodeName: "this node's name: the ResourceSlice's node and pool (default $NODE_NAME)",
+	}, stderr)
+	pluginsDir := c.fs.String("plugins-dir", "/var/lib/kubelet/plugins", "the kubelet's plugins directory; the DRA socket is <dir>/"+config.DRADriverName+"/dra.sock")
+	registryDir := c.fs.String("registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
+	cdiDir := c.fs.String("cdi-dir", "/var/run/cdi", "the host's CDI spec directory, where containerd reads the per-claim specs")
+	kubeconfig := c.fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster service account)")
+	if code, done := c.parse(args, stdout, stderr, "plugins-dir", "registry-dir", "cdi-dir"); done {
+		return code
+	}
+	if *c.nodeName == "" {
+		return c.usage(stderr, errors.New("--node-name (or $NODE_NAME) is required: the ResourceSlice belongs to one node"))
+	}
+	log, cfg, code, done := c.start(stderr, "allocation", config.AllocationDRA)
+	if done {
+		return code
+	}
+	if *c.configFile != "" && cfg.Allocation != config.AllocationDRA {
+		// Both plugins on one node would hand every GPU out twice.
+		log.Error("the config's pool is served by the device plugin (no allocation: dra): run gpu-device-plugin without dra there", "file", *c.configFile, "pool", cfg.Pool)
+		return 1
+	}
+	client, err := kubeClient(*kubeconfig)
+	if err != nil {
+		log.Error("cannot reach the API server", "error", err)
+		return 1
+	}
+	lib, err := gpulib.Open(*c.mock)
+	if err != nil {
+		log.Error("cannot open NVML", "error", err)
+		return 1
+	}
+	defer lib.Shutdown()
+	d, err := draplugin.New(draplugin.Options{Lib: lib, Config: cfg, KubeClient: client, NodeName: *c.nodeName,
+		PluginsDir: *pluginsDir, RegistryDir: *registryDir, CDIDir: *cdiDir, HostRoot: *c.hostRoot, ProbeInterval: *c.probe, Logger: log})
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return 1
+	}
+	if err := d.Run(ctx); err != nil {
+		log.Error("DRA plugin failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		if kubeconfig == "" {
+			return nil, fmt.Errorf("no Kubernetes credentials: not running in a pod (KUBERNETES_SERVICE_HOST unset) and no --kubeconfig given: %w", err)
+		}
+		return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
+	}
+	cfg.UserAgent = "gpu-device-plugin-dra"
+	return kubernetes.NewForConfig(cfg)
+}

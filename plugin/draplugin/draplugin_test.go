@@ -1,0 +1,279 @@
+package draplugin
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	rspec "github.com/opencontainers/runtime-spec/specs-go"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
+)
+
+const node = "gpu-node-1"
+
+func newDriver(t testing.TB, m *gpumock.Mock, cdiDir string) *Driver {
+	t.Helper()
+	if m == nil {
+		var err error
+		if m, err = gpumock.New("dgxa100"); err != nil {
+			t.Fatal(err)
+		}
+		if ret := m.Init(); ret != nvml.SUCCESS {
+			t.Fatal(ret)
+		}
+	}
+	cfg := config.DefaultDevicePlugin()
+	cfg.HealthChecks.RecoveryPeriod = "300ms"
+	if cdiDir == "" {
+		cdiDir = t.TempDir()
+	}
+	base := t.TempDir()
+	d, err := New(Options{Lib: m, Config: cfg, KubeClient: fake.NewClientset(), NodeName: node,
+		PluginsDir: filepath.Join(base, "plugins"), RegistryDir: filepath.Join(base, "registry"), CDIDir: cdiDir,
+		HostRoot: t.TempDir(), ProbeInterval: 50 * time.Millisecond, WaitTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestInventoryHasNVIDIADriverAttributes: the published attribute and capacity names are NVIDIA's
+// DRA driver's, and their values pass the API's ResourceSlice validation.
+func TestInventoryHasNVIDIADriverAttributes(t *testing.T) {
+	d := newDriver(t, nil, "")
+	if len(d.Devices()) != 8 {
+		t.Fatalf("%d devices, want the dgxa100 mock's 8 GPUs", len(d.Devices()))
+	}
+	g := d.Devices()[0].API
+	for _, a := range []resourceapi.QualifiedName{"type", "uuid", "productName", "brand", "architecture", "cudaComputeCapability", "driverVersion", "cudaDriverVersion", "resource.kubernetes.io/pciBusID"} {
+		if _, ok := g.Attributes[a]; !ok {
+			t.Errorf("GPU lacks attribute %s: %v", a, g.Attributes)
+		}
+	}
+	if *g.Attributes["type"].StringValue != "gpu" || g.Name != "gpu-0" || *g.Attributes["architecture"].StringValue != "Ampere" {
+		t.Errorf("gpu-0: %+v", g)
+	}
+	if mem := g.Capacity["memory"].Value; mem.Cmp(*resourceQuantity("40Gi")) < 0 {
+		t.Errorf("memory %s, want ≥ 40Gi (A100 40GB)", mem.String())
+	}
+	if err := validateSlice(d.Devices()); err != nil {
+		t.Errorf("the API would refuse the slice: %v", err)
+	}
+}
+
+// TestInventoryPublishesMIGDevicesInsteadOfTheirGPU: a GPU in MIG mode is published only as
+// its MIG devices, each with parentUUID, profile and the MIG capacities.
+func TestInventoryPublishesMIGDevicesInsteadOfTheirGPU(t *testing.T) {
+	m, err := gpumock.New("dgxa100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init()
+	one := nvml.GPU_INSTANCE_PROFILE_1_SLICE
+	if err := m.ConfigureMIG(0, one, one, one, one, one, one, one); err != nil {
+		t.Fatal(err)
+	}
+	d := newDriver(t, m, "")
+	var mig, gpus int
+	for _, dev := range d.Devices() {
+		switch *dev.API.Attributes["type"].StringValue {
+		case "mig":
+			mig++
+			if dev.Parent == "" || *dev.API.Attributes["parentUUID"].StringValue != dev.Parent || *dev.API.Attributes["profile"].StringValue != "1g.5gb" {
+				t.Errorf("MIG device %s: %v", dev.Name, dev.API.Attributes)
+			}
+			for _, c := range []resourceapi.QualifiedName{"memory", "multiprocessors", "copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines"} {
+				if _, ok := dev.API.Capacity[c]; !ok {
+					t.Errorf("MIG device %s lacks capacity %s", dev.Name, c)
+				}
+			}
+		case "gpu":
+			gpus++
+			if dev.Name == "gpu-0" {
+				t.Errorf("gpu-0 is in MIG mode and must not be published whole")
+			}
+		}
+	}
+	if mig != 7 || gpus != 7 {
+		t.Errorf("%d MIG devices and %d GPUs, want 7 and 7", mig, gpus)
+	}
+	if err := validateSlice(d.Devices()); err != nil {
+		t.Errorf("the API would refuse the slice: %v", err)
+	}
+}
+
+func claim(uid string, devices ...string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c-" + uid, Namespace: "ml", UID: types.UID(uid)}}
+	c.Status.Allocation = &resourceapi.AllocationResult{}
+	for _, d := range devices {
+		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results,
+			resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: config.DRADriverName, Pool: node, Device: d})
+	}
+	return c
+}
+
+// TestPrepareWritesOneCDISpecPerClaim: the spec a prepared claim gets is resolved by the CDI
+// library container runtimes use, and injects the claim's GPUs; unprepare removes it.
+func TestPrepareWritesOneCDISpecPerClaim(t *testing.T) {
+	dir := t.TempDir()
+	d := newDriver(t, nil, dir)
+	res, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim("uid-a", "gpu-1", "gpu-2")})
+	if err != nil || res["uid-a"].Err != nil {
+		t.Fatalf("prepare: %v %v", err, res["uid-a"].Err)
+	}
+	var ids []string
+	for _, dev := range res["uid-a"].Devices {
+		ids = append(ids, dev.CDIDeviceIDs...)
+	}
+	want := []string{"k8s.gpu.nvidia.com/claim=uid-a-gpu-1", "k8s.gpu.nvidia.com/claim=uid-a-gpu-2"}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("CDI ids %v, want %v", ids, want)
+	}
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := cache.GetErrors(); len(errs) > 0 {
+		t.Fatalf("the CDI library refuses the spec: %v", errs)
+	}
+	oci := &rspec.Spec{Process: &rspec.Process{}}
+	if _, err := cache.InjectDevices(oci, ids...); err != nil {
+		t.Fatalf("inject: %v", err)
+	}
+	env := strings.Join(oci.Process.Env, " ")
+	if !strings.Contains(env, "NVIDIA_VISIBLE_DEVICES="+d.byName["gpu-1"].UUID+","+d.byName["gpu-2"].UUID) {
+		t.Errorf("container env %q lacks the claim's GPUs", env)
+	}
+	if _, err := d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "uid-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Errorf("unprepare left %v", left)
+	}
+	// Idempotent: the kubelet may ask again.
+	if r, err := d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "uid-a"}}); err != nil || r["uid-a"] != nil {
+		t.Errorf("second unprepare: %v %v", err, r["uid-a"])
+	}
+}
+
+// TestPrepareRefusesADeviceHeldByAnotherClaim, also after a restart of the plugin (the held
+// devices are read back from the CDI specs).
+func TestPrepareRefusesADeviceHeldByAnotherClaim(t *testing.T) {
+	dir := t.TempDir()
+	d := newDriver(t, nil, dir)
+	ctx := context.Background()
+	if res, _ := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("uid-a", "gpu-3")}); res["uid-a"].Err != nil {
+		t.Fatal(res["uid-a"].Err)
+	}
+	restarted := newDriver(t, nil, dir)
+	res, _ := restarted.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("uid-b", "gpu-3"), claim("uid-a", "gpu-3"), claim("uid-c", "gpu-9")})
+	if err := res["uid-b"].Err; err == nil || !strings.Contains(err.Error(), "already prepared for claim uid-a") {
+		t.Errorf("second claim on gpu-3: %v", err)
+	}
+	if err := res["uid-a"].Err; err != nil {
+		t.Errorf("preparing the same claim again must succeed (kubelet retries): %v", err)
+	}
+	if err := res["uid-c"].Err; err == nil || !strings.Contains(err.Error(), "does not exist on node") {
+		t.Errorf("unknown device: %v", err)
+	}
+	if _, err := os.Stat(restarted.cdi.path("uid-b")); err == nil {
+		t.Errorf("a refused claim got a CDI spec")
+	}
+}
+
+// TestXIDWithdrawsTheDeviceUntilItRecovers: a critical XID takes the GPU out of the published
+// slice (and Prepare refuses it); after the recovery period it is published again.
+func TestXIDWithdrawsTheDeviceUntilItRecovers(t *testing.T) {
+	m, err := gpumock.New("dgxa100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init()
+	d := newDriver(t, m, "")
+	d.published = make(chan []string, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	next := func(what string, ok func([]string) bool) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case names := <-d.published:
+				if ok(names) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no publication with %s", what)
+			}
+		}
+	}
+	next("all 8 GPUs", func(n []string) bool { return len(n) == 8 })
+	if _, err := m.InjectXID(5, 79); err != nil {
+		t.Fatal(err)
+	}
+	next("gpu-5 withdrawn", func(n []string) bool { return len(n) == 7 && !slices.Contains(n, "gpu-5") })
+	if res, _ := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("uid-x", "gpu-5")}); res["uid-x"].Err == nil || !strings.Contains(res["uid-x"].Err.Error(), "unhealthy") {
+		t.Errorf("prepare of an unhealthy GPU: %v", res["uid-x"].Err)
+	}
+	next("gpu-5 back", func(n []string) bool { return len(n) == 8 })
+}
+
+func resourceQuantity(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
+
+// validateSlice checks what the API server's ResourceSlice validation checks of a device and
+// the mock can get wrong: DNS-label names, unique within the pool, at most
+// resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice attributes and capacities, one
+// value per attribute, versions in semantic version form. (e2e applies the real thing.)
+func validateSlice(devs []Device) error {
+	seen := map[string]bool{}
+	for _, d := range devs {
+		if errs := validation.IsDNS1123Label(d.API.Name); len(errs) > 0 || seen[d.API.Name] {
+			return fmt.Errorf("device name %q: %v (duplicate: %v)", d.API.Name, errs, seen[d.API.Name])
+		}
+		seen[d.API.Name] = true
+		if n := len(d.API.Attributes) + len(d.API.Capacity); n > resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice {
+			return fmt.Errorf("device %s: %d attributes and capacities", d.API.Name, n)
+		}
+		for name, a := range d.API.Attributes {
+			set := 0
+			for _, v := range []bool{a.StringValue != nil, a.IntValue != nil, a.BoolValue != nil, a.VersionValue != nil} {
+				if v {
+					set++
+				}
+			}
+			if set != 1 {
+				return fmt.Errorf("device %s attribute %s: %d values", d.API.Name, name, set)
+			}
+			if a.VersionValue != nil {
+				if _, err := version.ParseSemantic(*a.VersionValue); err != nil {
+					return fmt.Errorf("device %s attribute %s: %w", d.API.Name, name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
