@@ -3,6 +3,8 @@ package render
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -24,7 +26,7 @@ func renderDevicePlugins(c *plan) (Objects, error) {
 		obj, err := c.build(daemonSet{
 			name: NameDevicePlugin + pl.suffix(), component: "device-plugin", stage: StageDevicePlugin,
 			serviceAccount: NameDevicePlugin,
-			placement:      placement{gate: config.LabelDeployDevicePlugin, pool: pl.selector, excludePools: pl.name == "" && len(c.p.Spec.NodePools) > 0},
+			placement:      placement{gate: config.LabelDeployDevicePlugin, pool: pl.selector, exclude: c.excludedBy(pl.name)},
 			runtimeClass:   true,
 			maxUnavailable: maxUnavailableOf(pl.settings.UpdateStrategy),
 			configs:        [][]byte{c.devicePluginConfigs[pl.name]},
@@ -51,4 +53,17 @@ func renderDevicePlugins(c *plan) (Objects, error) {
 		out = append(out, obj)
 	}
 	return out, nil
+}
+
+// excludedBy are the pools the device plugin of pool keeps off: all of them for the nodes
+// outside every pool ("").
+func (c *plan) excludedBy(pool string) []*v1alpha1.NodePool {
+	if pool != "" {
+		return nil
+	}
+	out := make([]*v1alpha1.NodePool, len(c.p.Spec.NodePools))
+	for i := range c.p.Spec.NodePools {
+		out[i] = &c.p.Spec.NodePools[i]
+	}
+	return out
 }
