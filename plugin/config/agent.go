@@ -145,7 +145,7 @@ func MatchesNodeSelector(nodeLabels, selector map[string]string) bool {
 }
 
 func checkOnDrift(field, v string) error {
-	if !slices.Contains([]string{"", "report", "taint"}, v) {
+	if !slices.Contains([]string{"", OnDriftReport, OnDriftTaint}, v) {
 		return fmt.Errorf("%s %q is not report|taint (spec.driver.onDrift of the policy)", field, v)
 	}
 	return nil

@@ -27,6 +27,14 @@ const (
 	UpgradeStateFailed           = "upgrade-failed"
 )
 
+// Driver sources and drift responses (spec.driver.source, spec.driver.onDrift).
+const (
+	DriverSourcePreinstalled = "preinstalled"
+	DriverSourceContainer    = "container"
+	OnDriftReport            = "report"
+	OnDriftTaint             = "taint"
+)
+
 // Driver upgrade keys on a node.
 const (
 	// LabelDriverUpgradeState is the node's upgrade state (GPU Operator's key).
@@ -35,9 +43,11 @@ const (
 	// (the pod, the PodDisruptionBudget), or why it failed.
 	AnnotationDriverUpgradeMessage = "nvidia.com/gpu-driver-upgrade.message"
 	// AnnotationDriverUpgradeTarget is the driver pod revision (controller-revision-hash) the
-	// upgrade in progress moves to, and when the current step began: "<hash> <RFC3339>". A
-	// restarted agent resumes from it and the state label.
+	// upgrade in progress moves to. A restarted agent resumes from it and the state label.
 	AnnotationDriverUpgradeTarget = "nvidia.com/gpu-driver-upgrade.target"
+	// AnnotationDriverUpgradeSince is when the node entered its state (RFC 3339): the
+	// wait-for-jobs, drain and validation timeouts count from it, across agent restarts.
+	AnnotationDriverUpgradeSince = "nvidia.com/gpu-driver-upgrade.since"
 	// AnnotationDriverUpgradeCordoned is "true" when the agent cordoned the node itself, so it
 	// uncordons only a node it cordoned (never one a person cordoned before the upgrade).
 	AnnotationDriverUpgradeCordoned = "nvidia.com/gpu-driver-upgrade.cordoned"
