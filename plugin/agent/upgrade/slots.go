@@ -44,7 +44,9 @@ func (s *Slots) pool() string {
 	return s.Pool
 }
 
-func (s *Slots) name(i int) string { return config.UpgradeLeasePrefix + s.pool() + "-" + strconv.Itoa(i) }
+func (s *Slots) name(i int) string {
+	return config.UpgradeLeasePrefix + s.pool() + "-" + strconv.Itoa(i)
+}
 
 func (s *Slots) list(ctx context.Context) ([]coordinationv1.Lease, error) {
 	sel := labels.SelectorFromSet(labels.Set{LabelSlotPool: s.pool()}).String()
