@@ -35,7 +35,8 @@ func upgradeFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			return err
 		}
 		u := &upgrade.Upgrader{Client: client, Node: *node, Namespace: *namespace, Config: cfg, Logger: e.log,
-			LeaseDuration: *lease, ValidationTimeout: *validation}
+			LeaseDuration: *lease, ValidationTimeout: *validation,
+			Reload: func() (*config.Agent, error) { return config.LoadAgent(*cfgPath) }}
 		if *once {
 			out, err := u.Reconcile(ctx)
 			if err != nil {

@@ -2,14 +2,19 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 )
+
+// errNoDaemonSet: the node's driver DaemonSet does not exist (yet).
+var errNoDaemonSet = errors.New("driver DaemonSet not found")
 
 // driverStage is what the step reads about its node's driver DaemonSet.
 type driverStage struct {
@@ -26,6 +31,9 @@ type driverStage struct {
 // not the newest revision's runs the old driver and needs the upgrade.
 func readStage(ctx context.Context, client kubernetes.Interface, ns, name, node string) (*driverStage, error) {
 	ds, err := client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: %s/%s", errNoDaemonSet, ns, name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get driver DaemonSet %s/%s: %w", ns, name, err)
 	}

@@ -45,6 +45,10 @@ type Upgrader struct {
 	LeaseDuration time.Duration
 	// ValidationTimeout; 0 is DefaultValidationTimeout.
 	ValidationTimeout time.Duration
+	// Reload, when set, reads the agent config again before every pass: a policy change
+	// (the pool's new driver version) reaches the pod as an updated ConfigMap file while the
+	// upgrade it starts is already running.
+	Reload func() (*config.Agent, error)
 
 	now func() time.Time
 }
@@ -73,6 +77,13 @@ func (u *Upgrader) log() *slog.Logger {
 
 // Reconcile runs one pass and reports the state on the node.
 func (u *Upgrader) Reconcile(ctx context.Context) (Outcome, error) {
+	if u.Reload != nil {
+		cfg, err := u.Reload()
+		if err != nil {
+			return Outcome{}, err
+		}
+		u.Config = cfg
+	}
 	node, err := u.Client.CoreV1().Nodes().Get(ctx, u.Node, metav1.GetOptions{})
 	if err != nil {
 		return Outcome{}, fmt.Errorf("get node %s: %w", u.Node, err)
@@ -86,6 +97,11 @@ func (u *Upgrader) Reconcile(ctx context.Context) (Outcome, error) {
 	}
 	slots := &Slots{Client: u.Client, Namespace: u.Namespace, Pool: pool, Holder: u.Node, Duration: u.leaseDuration(), Now: u.clock}
 	st, err := readStage(ctx, u.Client, u.Namespace, config.DriverDaemonSet(pool), u.Node)
+	if errors.Is(err, errNoDaemonSet) {
+		// The agent runs from the first stage on; the driver stage comes next.
+		u.log().Debug("driver DaemonSet not applied yet", "daemonset", config.DriverDaemonSet(pool))
+		return Outcome{}, nil
+	}
 	if err != nil {
 		return Outcome{}, err
 	}
