@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -305,29 +306,13 @@ func (fe *fleetEnv) driverPods(t *testing.T, ds string) map[string]string {
 	return out
 }
 
-// gpuWorkloads runs a GPU pod on each node (bound directly, as a scheduled job would be) and on
-// held a second one behind a PodDisruptionBudget that allows no disruption.
+// gpuWorkloads runs a GPU pod on each node and on held a second one behind a
+// PodDisruptionBudget that allows no disruption.
 func (fe *fleetEnv) gpuWorkloads(t *testing.T, nodes []string, held string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := fe.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	pod := func(name, node string, labels map[string]string) {
-		_, err := fe.cs.CoreV1().Pods("ml").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "cuda", Image: "example.com/cuda-job:1",
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}},
-				Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range nodes {
-		pod("train-"+n, n, map[string]string{"app": "train"})
-	}
-	pod("serve-"+held, held, map[string]string{"app": "serve"})
+	fe.gpuPods(t, nodes, "train")
+	fe.gpuPod(t, "serve-"+held, held, map[string]string{"app": "serve"})
 	one := intstr.FromInt32(1)
 	if _, err := fe.cs.PolicyV1().PodDisruptionBudgets("ml").Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: blockingPDB},
@@ -335,8 +320,38 @@ func (fe *fleetEnv) gpuWorkloads(t *testing.T, nodes []string, held string) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	fe.waitGPUPods(t, len(nodes)+1)
+}
+
+// gpuPods runs a GPU pod <prefix>-<node> on each node, bound directly as a scheduled job is.
+func (fe *fleetEnv) gpuPods(t *testing.T, nodes []string, prefix string) {
+	t.Helper()
+	if _, err := fe.cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		fe.gpuPod(t, prefix+"-"+n, n, map[string]string{"app": prefix})
+	}
+}
+
+func (fe *fleetEnv) gpuPod(t *testing.T, name, node string, labels map[string]string) {
+	t.Helper()
+	_, err := fe.cs.CoreV1().Pods("ml").Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "cuda", Image: "example.com/cuda-job:1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}},
+			Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitGPUPods waits until n pods of namespace ml run.
+func (fe *fleetEnv) waitGPUPods(t *testing.T, n int) {
+	t.Helper()
 	eventually(t, time.Minute, "the GPU workloads running", func() (bool, string) {
-		pods, err := fe.cs.CoreV1().Pods("ml").List(ctx, metav1.ListOptions{})
+		pods, err := fe.cs.CoreV1().Pods("ml").List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -347,8 +362,83 @@ func (fe *fleetEnv) gpuWorkloads(t *testing.T, nodes []string, held string) {
 			}
 		}
 		sort.Strings(notRunning)
-		return len(pods.Items) == len(nodes)+1 && len(notRunning) == 0, strings.Join(notRunning, ", ")
+		return len(pods.Items) == n && len(notRunning) == 0, fmt.Sprintf("%d pods; not running: %s", len(pods.Items), strings.Join(notRunning, ", "))
 	})
+}
+
+// TestDriverUpgradeBenchmark (E2E_UPGRADE_BENCH=1; skipped otherwise): the wall time of a
+// driver bump through 10 kwok GPU nodes of one pool, each running a GPU pod, at maxUnavailable
+// 1, 2 and 5, from the moment the DaemonSet has its new revision until every node is
+// upgrade-done and uncordoned. Numbers go to BENCHMARKS.md; nothing here is asserted on time.
+func TestDriverUpgradeBenchmark(t *testing.T) {
+	if os.Getenv("E2E_UPGRADE_BENCH") == "" {
+		t.Skip("set E2E_UPGRADE_BENCH=1 to measure upgrades of 10 nodes at maxUnavailable 1, 2 and 5")
+	}
+	bins := gitopsBinaries(t)
+	ctx := context.Background()
+	var nodes []fleetNode
+	for i := range 10 {
+		nodes = append(nodes, fleetNode{name: fmt.Sprintf("ub-tra-%02d", i+1), pool: "training"})
+	}
+	fe := newFleetEnvWith(t, "upgrade-bench", nodes, fakenode.ProbeReadiness, []byte(upgradePolicy), 20*time.Second)
+	kc, err := gitops.StartKustomizeController(ctx, bins.KustomizeController, fe.c.Kubeconfig, filepath.Join(fe.dir, "logs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Stop()
+	arts, err := gitops.NewArtifactServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arts.Close()
+	tree := fe.render(t, upgradePolicy, "GitRepository/fleet")
+	art := publish(t, fe, arts, tree)
+	applyKustomizations(t, fe, tree)
+	if _, err := gitops.WaitReady(ctx, fe.cfg, fleetStages, art.Revision, 5*time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	fe.waitNodes(t, 3*time.Minute)
+	training := fe.poolNodes("training")
+	for i, round := range []struct {
+		maxUnavailable int
+		version        string
+	}{{1, "580.105.08"}, {2, "580.65.06"}, {5, "580.76.05"}} {
+		fe.gpuPods(t, training, fmt.Sprintf("job%d", i))
+		fe.waitGPUPods(t, len(training))
+		p := strings.Replace(upgradePolicy, trainingFrom, `version: "`+round.version+`"`, 1)
+		p = strings.Replace(p, "maxUnavailable: 2", fmt.Sprintf("maxUnavailable: %d", round.maxUnavailable), 1)
+		bumpTree := fe.render(t, p, "GitRepository/fleet")
+		if err := fe.fleet.SetAgentConfig(agentConfigOf(t, fe.objects(t, bumpTree))); err != nil {
+			t.Fatal(err)
+		}
+		published := time.Now()
+		publish(t, fe, arts, bumpTree)
+		var applied time.Time
+		eventually(t, 2*time.Minute, "DaemonSet gpu-driver-training at the new image", func() (bool, string) {
+			ds, err := fe.cs.AppsV1().DaemonSets(fe.ns).Get(ctx, "gpu-driver-training", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			img := ds.Spec.Template.Spec.Containers[0].Image
+			ok := strings.Contains(img, ":"+round.version+"-") && ds.Status.ObservedGeneration == ds.Generation
+			if ok {
+				applied = time.Now()
+			}
+			return ok, img
+		})
+		fe.waitDrivers(t, training, round.version, 10*time.Minute)
+		eventually(t, 2*time.Minute, "every node upgrade-done and uncordoned", func() (bool, string) {
+			for _, n := range training {
+				node := fe.node(t, n)
+				if node.Labels[config.LabelDriverUpgradeState] != config.UpgradeStateDone || node.Spec.Unschedulable {
+					return false, fe.upgradeStates(t, training)
+				}
+			}
+			return true, ""
+		})
+		t.Logf("BENCH upgrade: %d nodes, maxUnavailable %d: %s from the new revision to every node done (%s after publishing)",
+			len(training), round.maxUnavailable, time.Since(applied).Round(100*time.Millisecond), time.Since(published).Round(100*time.Millisecond))
+	}
 }
 
 // hasEvent reports whether node has an Event of reason whose message contains text.
@@ -364,4 +454,67 @@ func (fe *fleetEnv) hasEvent(t *testing.T, node, reason, text string) bool {
 		}
 	}
 	return false
+}
+
+// TestDriverUpgradeArgo: the same bump synced by Argo CD's own sync engine (gitops-engine's
+// argo-sync): every wave, the driver's included, is healthy by gitops-engine's rules, and the
+// agents then roll the pool one node at a time (maxUnavailable 1) while the other pool keeps
+// its driver pods.
+func TestDriverUpgradeArgo(t *testing.T) {
+	bins := gitopsBinaries(t)
+	ctx := context.Background()
+	policy := strings.Replace(upgradePolicy, "\n  gitops: flux\n", "\n  gitops: argocd\n", 1)
+	policy = strings.Replace(policy, "maxUnavailable: 2", "maxUnavailable: 1", 1)
+	fe := newFleetEnvWith(t, "upgrade-argo", fleetNodes("ua", 3, nil, nil), fakenode.ProbeReadiness, []byte(policy), 20*time.Second)
+	sync := func(step, policy string) {
+		t.Helper()
+		objs := fe.objects(t, fe.render(t, policy, ""))
+		res, err := gitops.ArgoSync(ctx, bins.ArgoSync, fe.c.Kubeconfig, filepath.Join(fe.dir, "argo-"+step), objs, 5*time.Minute)
+		for _, l := range res.Lines {
+			t.Logf("   %s", l)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("   %s: synced, every wave healthy, in %s", step, res.Took.Round(time.Second))
+	}
+	sync("install", policy)
+	fe.waitNodes(t, 3*time.Minute)
+	training, inference := fe.poolNodes("training"), fe.poolNodes("inference")
+	fe.waitDrivers(t, training, "580.82.07", 2*time.Minute)
+	inferencePods := fe.driverPods(t, "gpu-driver")
+	fe.gpuPods(t, training, "train")
+	fe.waitGPUPods(t, len(training))
+	var w upgradeWatch
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	w.run(wctx, t, fe)
+
+	bumped := strings.Replace(policy, trainingFrom, `version: "`+trainingTo+`"`, 1)
+	if err := fe.fleet.SetAgentConfig(agentConfigOf(t, fe.objects(t, fe.render(t, bumped, "")))); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	sync("bump", bumped)
+	fe.waitDrivers(t, training, trainingTo, 5*time.Minute)
+	eventually(t, 2*time.Minute, "every training node upgrade-done and uncordoned", func() (bool, string) {
+		for _, n := range training {
+			node := fe.node(t, n)
+			if node.Labels[config.LabelDriverUpgradeState] != config.UpgradeStateDone || node.Spec.Unschedulable {
+				return false, fe.upgradeStates(t, training)
+			}
+		}
+		return true, ""
+	})
+	t.Logf("   pool upgraded %s after the sync began", time.Since(start).Round(time.Second))
+	stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.maxCordoned != 1 || len(w.cordonedNodes) != len(training) || len(w.otherPool) > 0 {
+		t.Errorf("cordons: at most %d at once (want 1), %d of %d training nodes, other pool %v", w.maxCordoned, len(w.cordonedNodes), len(training), w.otherPool)
+	}
+	if now := fe.driverPods(t, "gpu-driver"); !equalMaps(now, inferencePods) {
+		t.Errorf("the inference pool's driver pods changed: %v → %v", inferencePods, now)
+	}
+	fe.waitDrivers(t, inference, "580.95.05", time.Second)
 }
