@@ -126,8 +126,8 @@ type DriverDrain struct {
 	// the node that use a GPU, and those podSelector selects. Default true: replacing the
 	// driver under a running GPU job kills it.
 	Enabled *bool `json:"enabled,omitempty"`
-	// Timeout of the evictions (Go duration); a node still holding pods after it is marked
-	// upgrade-failed. "0s" waits for ever. Default 10m.
+	// Timeout of the evictions (Go duration): a node that still holds such pods after it is
+	// marked upgrade-failed (and stays cordoned). "0s" waits for ever. Default 10m.
 	Timeout string `json:"timeout,omitempty"`
 	// PodSelector is a label selector of more pods to evict besides the GPU pods. Default "".
 	PodSelector string `json:"podSelector,omitempty"`
