@@ -53,8 +53,9 @@ func (f *Fleet) superviseUpgrade(ctx context.Context, h *Host) {
 		lease := f.upgrades.lease
 		f.mu.Unlock()
 		f.runProgram(pctx, h, "upgrade", f.agentDS.Spec.Template.Spec.ServiceAccountName,
+			// No --interval: the rendered default (30 s), so the step moves on its watches.
 			"upgrade", "--config", f.agentCfgPath, "--node", h.Node, "--namespace", f.agentDS.Namespace,
-			"--interval", "1s", "--lease-duration", lease.String())
+			"--lease-duration", lease.String())
 		cancel()
 		select {
 		case <-ctx.Done():

@@ -15,7 +15,7 @@ import (
 func upgradeFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	cfgPath, node, kubeconfig := configFlag(fs), nodeFlag(fs), kubeconfigFlag(fs)
 	namespace := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "the policy's namespace: its driver DaemonSets and the upgrade slot Leases (default: env POD_NAMESPACE from the downward API)")
-	interval := fs.Duration("interval", 5*time.Second, "time between passes; a change of this Node is acted on at once")
+	interval := fs.Duration("interval", 30*time.Second, "time between passes; a change of this Node, of a pod on it, of a driver DaemonSet or of an upgrade slot is acted on at once")
 	lease := fs.Duration("lease-duration", config.DefaultUpgradeLeaseDuration, "how long a slot held by an agent that stopped renewing it stays taken")
 	validation := fs.Duration("validation-timeout", upgrade.DefaultValidationTimeout, "how long validation-required may last before the node is marked upgrade-failed (it stays cordoned)")
 	once := fs.Bool("once", false, "run one pass, print the state and exit")

@@ -396,10 +396,12 @@ func (u *Upgrader) driftTaint(ctx context.Context, node *corev1.Node, want confi
 	return err
 }
 
-// Run reconciles now, whenever the Node changes, and every interval, until ctx ends.
+// Run reconciles now, whenever the Node, a pod on it, a driver DaemonSet or a slot changes,
+// and every interval, until ctx ends.
 func (u *Upgrader) Run(ctx context.Context, interval time.Duration) error {
 	t := wake.New()
 	go t.Node(ctx, u.log(), u.Client, u.Node, interval)
+	u.watches(ctx, t, interval)
 	for {
 		if out, err := u.Reconcile(ctx); err != nil {
 			u.log().Warn("driver upgrade pass failed; retrying", "error", err)
