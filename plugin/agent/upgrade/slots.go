@@ -147,6 +147,16 @@ func (s *Slots) Release(ctx context.Context) error {
 	return nil
 }
 
+// fresh reports whether this node holds l and renewed it within a third of its duration: no
+// write then. Every agent watches the slots, so a renewal on every pass would wake them all,
+// and their passes would renew again.
+func (s *Slots) fresh(l *coordinationv1.Lease) bool {
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != s.Holder || l.Spec.RenewTime == nil {
+		return false
+	}
+	return s.Now().Sub(l.Spec.RenewTime.Time) < s.Duration/3
+}
+
 func (s *Slots) spec() coordinationv1.LeaseSpec {
 	now := metav1.NewMicroTime(s.Now())
 	secs := int32(s.Duration / time.Second)
@@ -166,6 +176,9 @@ func (s *Slots) create(ctx context.Context, name string) error {
 // renew writes this node as holder with a fresh renew time; the update carries the
 // resourceVersion read, so it fails with a conflict when another agent wrote the Lease since.
 func (s *Slots) renew(ctx context.Context, l *coordinationv1.Lease) error {
+	if s.fresh(l) {
+		return nil
+	}
 	l = l.DeepCopy()
 	spec := s.spec()
 	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == s.Holder && l.Spec.AcquireTime != nil {

@@ -399,6 +399,8 @@ func (u *Upgrader) driftTaint(ctx context.Context, node *corev1.Node, want confi
 // Run reconciles now, whenever the Node, a pod on it, a driver DaemonSet or a slot changes,
 // and every interval, until ctx ends.
 func (u *Upgrader) Run(ctx context.Context, interval time.Duration) error {
+	// A held slot must be renewed well within its lease, whatever else wakes the step.
+	interval = min(interval, u.leaseDuration()/3)
 	t := wake.New()
 	go t.Node(ctx, u.log(), u.Client, u.Node, interval)
 	u.watches(ctx, t, interval)

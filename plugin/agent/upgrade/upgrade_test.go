@@ -393,3 +393,30 @@ func TestDriftTaint(t *testing.T) {
 		t.Fatalf("onDrift report must not taint: %v", ts)
 	}
 }
+
+// A held slot is rewritten only once a third of its lease duration passed: every agent watches
+// the slots, so a write on every pass would wake them all into passes of their own.
+func TestSlotRenewalIsThrottled(t *testing.T) {
+	c := newCluster(t, "gpu-1")
+	s := &Slots{Client: c.cs, Namespace: ns, Pool: "training", Holder: "gpu-1", Duration: time.Minute, Now: func() time.Time { return c.clock }}
+	ctx := context.Background()
+	if slot, _, err := s.Acquire(ctx, 1); err != nil || slot == "" {
+		t.Fatalf("acquire: %q %v", slot, err)
+	}
+	start := c.clock
+	renewed := func() time.Time { return c.leases()[0].Spec.RenewTime.Time }
+	c.clock = c.clock.Add(10 * time.Second)
+	if _, err := s.Held(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !renewed().Equal(start) {
+		t.Fatalf("renewed 10 s after the last renewal (at %s)", renewed())
+	}
+	c.clock = c.clock.Add(15 * time.Second)
+	if _, err := s.Held(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !renewed().Equal(c.clock) {
+		t.Fatalf("not renewed 25 s after (renew time %s)", renewed())
+	}
+}
