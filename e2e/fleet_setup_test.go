@@ -82,6 +82,8 @@ type fleetEnv struct {
 	ns        string
 	policy    []byte // the Flux policy
 	cancel    context.CancelFunc
+	// upgradeLease > 0: the fleet plays driver upgrades with this slot lease duration.
+	upgradeLease time.Duration
 
 	mu         sync.Mutex
 	violations []string // a later gate seen open on a held-back node
@@ -110,8 +112,20 @@ func gitopsBinaries(t *testing.T) *gitops.Binaries {
 // failure); the driver validators' readiness follows rule.
 func newFleetEnv(t *testing.T, name string, nodes []fleetNode, rule fakenode.ReadinessRule) *fleetEnv {
 	t.Helper()
+	policy, err := os.ReadFile(filepath.Join(env.repoRoot, "e2e", "testdata", "fleet", "gpupolicy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newFleetEnvWith(t, name, nodes, rule, policy, 0)
+}
+
+// newFleetEnvWith is newFleetEnv for a policy of the test's; upgradeLease > 0 makes the fleet
+// play driver upgrades (fakenode.Fleet.EnableUpgrades) with that slot lease duration.
+func newFleetEnvWith(t *testing.T, name string, nodes []fleetNode, rule fakenode.ReadinessRule, policy []byte, upgradeLease time.Duration) *fleetEnv {
+	t.Helper()
 	ctx := context.Background()
-	fe := &fleetEnv{name: name, dir: filepath.Join(env.workDir, name), nodes: nodes, hosts: map[string]*fakenode.Host{}}
+	fe := &fleetEnv{name: name, dir: filepath.Join(env.workDir, name), nodes: nodes, hosts: map[string]*fakenode.Host{},
+		policy: policy, upgradeLease: upgradeLease}
 	var err error
 	fe.c, err = cluster.StartWith(ctx, env.bins, filepath.Join(fe.dir, "cluster"), cluster.Options{UnreadyContainers: []string{fakenode.ValidatorContainer}})
 	if err != nil {
@@ -136,9 +150,6 @@ func newFleetEnv(t *testing.T, name string, nodes []fleetNode, rule fakenode.Rea
 		t.Fatalf("Flux CRDs: %v", err)
 	}
 	if _, err := fe.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: gitops.FluxNamespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if fe.policy, err = os.ReadFile(filepath.Join(env.repoRoot, "e2e", "testdata", "fleet", "gpupolicy.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	objs := fe.objects(t, fe.render(t, string(fe.policy), "GitRepository/fleet"))
@@ -240,6 +251,9 @@ func (fe *fleetEnv) startFleet(t *testing.T, objs []*unstructured.Unstructured, 
 		t.Fatal(err)
 	}
 	f.EnableDiscovery(discoveryDS)
+	if fe.upgradeLease > 0 {
+		f.EnableUpgrades(fe.upgradeLease)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	fe.fleet, fe.cancel = f, cancel
 	t.Cleanup(func() {
@@ -274,7 +288,8 @@ func (fe *fleetEnv) addNode(t *testing.T, n fleetNode) {
 			t.Fatal(err)
 		}
 	} else {
-		version := fe.fleet.Config().Driver.Version
+		want, _ := fe.fleet.Config().DriverFor(map[string]string{"gpupolicy.dev/pool": n.pool})
+		version := want.Version
 		if n.drifted {
 			version = fleetDriftedVersion
 		}

@@ -84,6 +84,8 @@ const (
 	VersionContainerd = "containerd"
 	VersionEnforce    = "driver enforce"
 	VersionGitOps     = "gitops"
+	// poolDriverPrefix begins the version of a node pool's own driver: "driver (pool training)".
+	poolDriverPrefix = "driver (pool "
 )
 
 var (
@@ -110,6 +112,14 @@ func Compare(base, head *source.Input) (*Report, error) {
 	bv, hv := versionsOf(base, both), versionsOf(head, both)
 	for _, k := range versionOrder {
 		r.Versions = append(r.Versions, ValueChange{Name: k, From: bv[k], To: hv[k]})
+		if k == VersionDriver {
+			// Then each node pool's own driver, right under the policy's.
+			for _, pk := range unionKeys(bv, hv) {
+				if strings.HasPrefix(pk, poolDriverPrefix) {
+					r.Versions = append(r.Versions, ValueChange{Name: pk, From: bv[pk], To: hv[pk]})
+				}
+			}
+		}
 	}
 	r.Objects = compareObjects(base.Objects, head.Objects)
 	bi, hi := imagesOf(ba), imagesOf(ha)
@@ -139,8 +149,16 @@ func (r *Report) Moved() []ValueChange {
 
 func (r *Report) findings(head *source.Input) {
 	var window []string
+	driverMoved := false
 	for _, v := range r.Moved() {
-		if slices.Contains(windowOrder, v.Name) {
+		isDriver := v.Name == VersionDriver || strings.HasPrefix(v.Name, poolDriverPrefix)
+		if slices.Contains(windowOrder, v.Name) || isDriver {
+			// Drivers of several pools are one kind of move: count the first only.
+			if isDriver && driverMoved {
+				window[len(window)-1] += fmt.Sprintf(", %s %s → %s", v.Name, v.From, v.To)
+				continue
+			}
+			driverMoved = driverMoved || isDriver
 			window = append(window, fmt.Sprintf("%s %s → %s", v.Name, v.From, v.To))
 		}
 	}
@@ -189,11 +207,16 @@ func (r *Report) Fails(threshold string) bool {
 // version).
 func versionsOf(in *source.Input, fromPolicy bool) map[string]string {
 	if p := in.Policy; p != nil && fromPolicy {
-		return map[string]string{
+		out := map[string]string{
 			VersionKubernetes: p.Spec.KubernetesVersion, VersionDriver: p.Spec.Driver.Version,
 			VersionCUDA: p.Spec.CUDA.Version, VersionToolkit: p.Spec.Toolkit.Version, VersionGPUPolicy: p.Spec.Images.GPUPolicy,
 			VersionContainerd: p.Spec.ContainerRuntime.Version, VersionEnforce: p.Spec.Driver.Enforce, VersionGitOps: p.Spec.GitOps,
 		}
+		for _, np := range p.Spec.DriverPools() {
+			d, _ := p.Spec.PoolDriver(np)
+			out[poolDriverPrefix+np.Name+")"] = d.Version
+		}
+		return out
 	}
 	// The ordering metadata says which engine the tree is for: Argo CD sync waves, Flux
 	// Kustomizations, or neither.
@@ -214,6 +237,11 @@ func versionsOf(in *source.Input, fromPolicy bool) map[string]string {
 			if yaml.Unmarshal([]byte(data), &agent) == nil {
 				out[VersionDriver], out[VersionCUDA], out[VersionToolkit] = agent.Driver.Version, agent.CUDAVersion, agent.Toolkit.Version
 				out[VersionContainerd], out[VersionEnforce] = agent.ContainerRuntime.Version, agent.Driver.Enforce
+				for _, np := range agent.NodePools {
+					if np.Driver != nil {
+						out[poolDriverPrefix+np.Name+")"] = np.Driver.Version
+					}
+				}
 			}
 		case u.GetKind() == "DaemonSet" && u.GetName() == render.NameNodeAgent:
 			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")

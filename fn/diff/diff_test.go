@@ -160,3 +160,30 @@ func TestAllocationSwitch(t *testing.T) {
 		t.Errorf("the inference pool did not move:\n%s", out)
 	}
 }
+
+// A node pool's own driver is a version of its own in the report: the bump shows in the
+// summary and the Versions table, moves only gpu-driver-training, and counts as the one
+// driver move of the upgrade window (with CUDA on top it warns).
+func TestPoolDriverMove(t *testing.T) {
+	code, out, stderr := fntest.Call(Run, Options{Base: "testdata/base-pool-driver.yaml", Head: "testdata/head-pool-driver.yaml", FailOn: "warning"})
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, out)
+	}
+	golden(t, "pool-driver.md", []byte(out))
+	for _, want := range []string{
+		"**Moves driver (pool training) 580.82.07 → 580.105.08;",
+		"| driver (pool training) | `580.82.07` | `580.105.08` | **changed** |",
+		"new pod template for 1 OnDelete DaemonSet (gpu-driver-training)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "upgrade window") || strings.Contains(out, "Changed: DaemonSet gpu-system/gpu-driver —") {
+		t.Errorf("one pool's driver is one move, of its own DaemonSet only:\n%s", out)
+	}
+	_, out, _ = fntest.Call(Run, Options{Base: "testdata/base-pool-driver.yaml", Head: "testdata/head-pool-driver-cuda.yaml", FailOn: "none"})
+	if !strings.Contains(out, "upgrade window: this change moves 2 of driver") || !strings.Contains(out, "driver (pool training) 580.82.07 → 580.105.08") {
+		t.Errorf("drivers and CUDA at once must warn, naming both drivers as one move:\n%s", out)
+	}
+}

@@ -39,6 +39,27 @@ type Expectations struct {
 	Exporter         bool              `json:"exporter"`
 	// MIG are the node pools with MIG layouts.
 	MIG []MIGPoolExpectation `json:"mig,omitempty"`
+	// PoolDrivers are the node pools with their own driver (spec.nodePools[].driver).
+	PoolDrivers []PoolDriverExpectation `json:"poolDrivers,omitempty"`
+}
+
+// PoolDriverExpectation is the driver of a node pool that overrides spec.driver.
+type PoolDriverExpectation struct {
+	Pool         string            `json:"pool"`
+	NodeSelector map[string]string `json:"nodeSelector"`
+	Version      string            `json:"version"`
+	Enforce      string            `json:"enforce"`
+}
+
+// driverFor is the driver version and enforce rule a node with these labels must satisfy: its
+// pool's own, else the policy's (the agent's rule, config.Agent.DriverFor).
+func (e Expectations) driverFor(labels map[string]string) (version, enforce string) {
+	for _, p := range e.PoolDrivers {
+		if config.MatchesNodeSelector(labels, p.NodeSelector) {
+			return p.Version, p.Enforce
+		}
+	}
+	return e.DriverVersion, e.DriverEnforce
 }
 
 // PoolExpectation is a node pool with its own device plugin resource name.
@@ -128,6 +149,12 @@ func (e *Expectations) applyAgentConfig(raw string) error {
 		res := cmp.Or(p.DevicePlugin.ResourceName, e.ResourceName)
 		if res != e.ResourceName || dra != e.DRA {
 			e.Pools = append(e.Pools, PoolExpectation{Name: p.Name, NodeSelector: p.NodeSelector, ResourceName: res, DRA: dra})
+		}
+	}
+	e.PoolDrivers = nil
+	for _, p := range agent.NodePools {
+		if p.Driver != nil {
+			e.PoolDrivers = append(e.PoolDrivers, PoolDriverExpectation{Pool: p.Name, NodeSelector: p.NodeSelector, Version: p.Driver.Version, Enforce: p.Driver.Enforce})
 		}
 	}
 	e.FeatureDiscovery = agent.Stages.FeatureDiscovery

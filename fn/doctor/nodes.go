@@ -106,6 +106,10 @@ func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
 		add(sev, "driver-drift", msg, fmt.Sprintf("install driver %s on %s (drain it first), or, if %s is intended, set spec.driver.version and re-render",
 			orUnknown(r.Driver.Expected), n.Name, orUnknown(r.Driver.Version)))
 	}
+	if f, ok := upgradeFinding(n); ok {
+		// First: a node mid-upgrade is cordoned and its driver gone for a while on purpose.
+		r.Findings = append(r.Findings, f)
+	}
 	if f, ok := migFinding(n); ok {
 		// Before the gate finding: the MIG step is why the downstream gates are closed.
 		r.Findings = append(r.Findings, f)
@@ -238,10 +242,11 @@ func reasonSuffix(reason string) string {
 func orUnknown(s string) string { return cmp.Or(s, "unknown") }
 
 func (s *snapshot) driverState(n *corev1.Node) DriverState {
+	want, enforce := s.exp.driverFor(n.Labels)
 	d := DriverState{
 		Version:  n.Labels[config.LabelDriverVersion],
-		Expected: s.exp.DriverVersion,
-		Enforce:  s.exp.DriverEnforce,
+		Expected: want,
+		Enforce:  enforce,
 		Drift:    n.Labels[config.LabelDriverDrift] == "true",
 		Detail:   n.Annotations[config.AnnotationDriverDrift],
 	}

@@ -21,8 +21,9 @@ const maxExclusionTerms = 64
 type placement struct {
 	gate string            // stage label that must be "true"; "" for the entry stage
 	pool map[string]string // node pool selector the node must match
-	// excludePools keeps the DaemonSet off every node pool (the device plugin for the rest).
-	excludePools bool
+	// exclude keeps the DaemonSet off these node pools (the device plugin for the rest: every
+	// pool; the default driver stage: the pools with their own driver).
+	exclude []*v1alpha1.NodePool
 	// everyLinuxNode ignores the entry selector: for discovery, which sets the entry label.
 	everyLinuxNode bool
 }
@@ -36,9 +37,9 @@ func (c *plan) nodeAffinity(pl placement) (*corev1.Affinity, error) {
 	}
 	base = append(base, matchIn(pl.pool)...)
 	terms := []corev1.NodeSelectorTerm{{MatchExpressions: base}}
-	if pl.excludePools {
+	if len(pl.exclude) > 0 {
 		var err error
-		if terms, err = exclusionTerms(base, c.p.Spec.NodePools); err != nil {
+		if terms, err = exclusionTerms(base, pl.exclude); err != nil {
 			return nil, err
 		}
 	}
@@ -61,7 +62,7 @@ func matchIn(sel map[string]string) []corev1.NodeSelectorRequirement {
 // label differs: key NotIn [value] (which a node without the key also satisfies). Pools with
 // one label add one requirement to every term (merged per key: key NotIn [v1, v2]); a pool
 // with n labels multiplies the terms by n.
-func exclusionTerms(base []corev1.NodeSelectorRequirement, pools []v1alpha1.NodePool) ([]corev1.NodeSelectorTerm, error) {
+func exclusionTerms(base []corev1.NodeSelectorRequirement, pools []*v1alpha1.NodePool) ([]corev1.NodeSelectorTerm, error) {
 	single := map[string][]string{}
 	var multi []map[string]string
 	for _, np := range pools {

@@ -44,7 +44,7 @@ func TestExclusionTerms(t *testing.T) {
 		{Name: "c", NodeSelector: map[string]string{"gen": "h100", "zone": "y"}},
 	}
 	base := []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}
-	terms, err := exclusionTerms(base, pools)
+	terms, err := exclusionTerms(base, pointers(pools))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +87,17 @@ func TestExclusionTermsBounded(t *testing.T) {
 	for i := 0; i < 7; i++ {
 		pools = append(pools, v1alpha1.NodePool{Name: string(rune('a' + i)), NodeSelector: map[string]string{"x": string(rune('a' + i)), "y": "1"}})
 	}
-	if _, err := exclusionTerms(nil, pools); err == nil {
+	if _, err := exclusionTerms(nil, pointers(pools)); err == nil {
 		t.Fatal("2^7 terms must be refused with a field error")
 	} else if fe, ok := err.(v1alpha1.FieldErrors); !ok || fe[0].Field != "spec.nodePools" {
 		t.Fatalf("want a FieldErrors on spec.nodePools, got %v", err)
 	}
+}
+
+func pointers(pools []v1alpha1.NodePool) []*v1alpha1.NodePool {
+	out := make([]*v1alpha1.NodePool, len(pools))
+	for i := range pools {
+		out[i] = &pools[i]
+	}
+	return out
 }

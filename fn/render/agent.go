@@ -63,19 +63,34 @@ func nvmlEnv() []corev1.EnvVar {
 // stage gates in order as it verifies each stage. It only reads the host.
 func renderNodeAgent(c *plan) (Objects, error) {
 	vols, mounts := volumesAndMounts(procDriverMount(), stateMount(true), agentConfigMount())
-	obj, err := c.build(daemonSet{
-		name: NameNodeAgent, component: "node-agent", stage: StagePrereqs,
-		configs: [][]byte{c.agentConfig},
-		containers: []corev1.Container{{
-			Name:            "gate",
-			Image:           c.images.gpupolicy,
-			Command:         []string{"gpu-node-agent", "gate", "--config", config.AgentConfigPath, "--host-root", hostRoot},
-			Env:             []corev1.EnvVar{nodeNameEnv()},
+	containers := []corev1.Container{{
+		Name:            "gate",
+		Image:           c.images.gpupolicy,
+		Command:         []string{"gpu-node-agent", "gate", "--config", config.AgentConfigPath, "--host-root", hostRoot},
+		Env:             []corev1.EnvVar{nodeNameEnv()},
+		Resources:       resources("10m", "32Mi", "128Mi"),
+		SecurityContext: nonRoot(unprivileged()),
+		VolumeMounts:    mounts,
+	}}
+	if c.upgrades() {
+		// The upgrade step: this node's part of a rolling driver upgrade (slots, cordon,
+		// drain, driver pod replacement, validation) and the drift taint. API calls only.
+		containers = append(containers, corev1.Container{
+			Name:    "driver-upgrade",
+			Image:   c.images.gpupolicy,
+			Command: []string{"gpu-node-agent", "upgrade", "--config", config.AgentConfigPath},
+			Env: []corev1.EnvVar{nodeNameEnv(), {Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}},
 			Resources:       resources("10m", "32Mi", "128Mi"),
 			SecurityContext: nonRoot(unprivileged()),
-			VolumeMounts:    mounts,
-		}},
-		volumes: vols,
+			VolumeMounts:    mounts[len(mounts)-1:], // the agent config only
+		})
+	}
+	obj, err := c.build(daemonSet{
+		name: NameNodeAgent, component: "node-agent", stage: StagePrereqs,
+		configs:    [][]byte{c.agentConfig},
+		containers: containers,
+		volumes:    vols,
 	})
 	return Objects{obj}, err
 }

@@ -58,7 +58,7 @@ func agentConfig(p *v1alpha1.GPUPolicy, dropInSHA256 string) config.Agent {
 	cr := &s.ContainerRuntime
 	a := config.Agent{
 		Interval:    config.DefaultAgentInterval.String(),
-		Driver:      config.AgentDriver{Source: s.Driver.Source, Version: s.Driver.Version, Enforce: s.Driver.Enforce},
+		Driver:      agentDriver(s.Registry, s.Driver),
 		CUDAVersion: s.CUDA.Version,
 		ContainerRuntime: config.ContainerRuntime{
 			Name: cr.Name, Version: cr.Version, ConfigPath: cr.ConfigPath,
@@ -84,9 +84,47 @@ func agentConfig(p *v1alpha1.GPUPolicy, dropInSHA256 string) config.Agent {
 			DevicePlugin: devicePluginConfig(np.Name, np.Allocation, np.DevicePlugin),
 			MIG:          agentMIG(&np),
 		})
+		if d, own := s.PoolDriver(&np); own {
+			ad := agentDriver(s.Registry, d)
+			a.NodePools[len(a.NodePools)-1].Driver = &ad
+		}
+	}
+	if containerDriver(s) {
+		u := s.Driver.Upgrade
+		a.Upgrade = &config.AgentUpgrade{
+			MaxUnavailable:         u.MaxUnavailable.String(),
+			Drain:                  v1alpha1.Bool(u.Drain.Enabled),
+			DrainTimeout:           u.Drain.Timeout,
+			DrainPodSelector:       u.Drain.PodSelector,
+			WaitForJobsPodSelector: u.WaitForJobs.PodSelector,
+			WaitForJobsTimeout:     u.WaitForJobs.Timeout,
+		}
 	}
 	a.Stages.MIG = len(migPools(p)) > 0
 	return a
+}
+
+// agentDriver is a driver stage as the agent checks it; the image only where one runs.
+func agentDriver(registry string, d v1alpha1.Driver) config.AgentDriver {
+	ad := config.AgentDriver{Source: d.Source, Version: d.Version, Enforce: d.Enforce, OnDrift: d.OnDrift}
+	if d.Source == v1alpha1.SourceContainer {
+		ad.Image = DriverImage(registry, d)
+	}
+	return ad
+}
+
+// containerDriver reports whether some driver stage runs NVIDIA's driver container, which the
+// agents then upgrade node by node.
+func containerDriver(s *v1alpha1.Spec) bool {
+	if s.Driver.Source == v1alpha1.SourceContainer {
+		return true
+	}
+	for _, np := range s.DriverPools() {
+		if d, _ := s.PoolDriver(np); d.Source == v1alpha1.SourceContainer {
+			return true
+		}
+	}
+	return false
 }
 
 // renderConfigMaps: the containerd drop-in as reviewable text, the agent's config and one

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
@@ -62,11 +63,24 @@ func (c *plan) buildPluginDaemonSet(pl pool, name, component string, vols []core
 	return c.build(daemonSet{
 		name: name + pl.suffix(), component: component, stage: StageDevicePlugin,
 		serviceAccount: name,
-		placement:      placement{gate: config.LabelDeployDevicePlugin, pool: pl.selector, excludePools: pl.name == "" && len(c.p.Spec.NodePools) > 0},
+		placement:      placement{gate: config.LabelDeployDevicePlugin, pool: pl.selector, exclude: c.excludedBy(pl.name)},
 		runtimeClass:   true,
 		maxUnavailable: maxUnavailableOf(pl.settings.UpdateStrategy),
 		configs:        [][]byte{c.devicePluginConfigs[pl.name]},
 		volumes:        vols,
 		containers:     []corev1.Container{container},
 	})
+}
+
+// excludedBy are the pools the device plugin of pool keeps off: all of them for the nodes
+// outside every pool ("").
+func (c *plan) excludedBy(pool string) []*v1alpha1.NodePool {
+	if pool != "" {
+		return nil
+	}
+	out := make([]*v1alpha1.NodePool, len(c.p.Spec.NodePools))
+	for i := range c.p.Spec.NodePools {
+		out[i] = &c.p.Spec.NodePools[i]
+	}
+	return out
 }

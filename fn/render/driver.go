@@ -9,31 +9,57 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// renderDriver makes the driver stage. For a preinstalled driver it only validates (the node
-// agent's driver check, unprivileged); for source=container it runs NVIDIA's driver image,
-// which compiles and loads the kernel modules and so must be privileged. Either way updates
-// are OnDelete: replacing a driver pod unloads the driver under running GPU jobs, so a person
-// drains the node and deletes the pod.
+// renderDriver makes the driver stage: gpu-driver for the GPU nodes outside the pools with
+// their own driver, and gpu-driver-<pool> for each of those pools. For a preinstalled driver
+// it only validates (the node agent's driver check, unprivileged); for source=container it
+// runs NVIDIA's driver image, which compiles and loads the kernel modules and so must be
+// privileged. Either way updates are OnDelete: replacing a driver pod unloads the driver
+// under running GPU jobs, so the node agent of each node replaces its own only after
+// cordoning and draining it, a bounded number of nodes at a time (driver.upgrade).
 func renderDriver(c *plan) (Objects, error) {
-	d := daemonSet{
-		name: NameDriver, component: "driver", stage: StageDriver,
-		placement: placement{gate: config.LabelDeployDriver},
-		onDelete:  true,
-		configs:   [][]byte{c.agentConfig},
+	stages := []driverStage{{driver: c.p.Spec.Driver, placement: placement{gate: config.LabelDeployDriver, exclude: c.p.Spec.DriverPools()}}}
+	for _, np := range c.p.Spec.DriverPools() {
+		d, _ := c.p.Spec.PoolDriver(np)
+		stages = append(stages, driverStage{pool: np.Name, driver: d, placement: placement{gate: config.LabelDeployDriver, pool: np.NodeSelector}})
 	}
-	if c.p.Spec.Driver.Source == v1alpha1.SourceContainer {
-		c.driverContainer(&d)
-	} else {
-		c.driverValidator(&d)
+	var out Objects
+	for _, st := range stages {
+		d := daemonSet{
+			name: config.DriverDaemonSet(st.pool), component: "driver", stage: StageDriver,
+			serviceAccount: NameDriver,
+			placement:      st.placement,
+			onDelete:       true,
+			configs:        [][]byte{c.agentConfig},
+		}
+		if st.driver.Source == v1alpha1.SourceContainer {
+			// No config hash: the driver container reads no ConfigMap, and a new pod template
+			// means a new driver revision, which the agents roll out by cordoning and draining
+			// every node of the pool. A policy change elsewhere must not do that.
+			d.configs = nil
+			c.driverContainer(&d, st.driver)
+		} else {
+			c.driverValidator(&d, st.pool)
+		}
+		obj, err := c.build(d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, obj)
 	}
-	obj, err := c.build(d)
-	return Objects{obj}, err
+	return out, nil
+}
+
+// driverStage is one driver DaemonSet: the pool it serves ("" for the rest) and its driver.
+type driverStage struct {
+	pool      string
+	driver    v1alpha1.Driver
+	placement placement
 }
 
 // driverReadyPort serves the validator's /readyz.
 const driverReadyPort = 8081
 
-func (c *plan) driverValidator(d *daemonSet) {
+func (c *plan) driverValidator(d *daemonSet, pool string) {
 	vols, mounts := volumesAndMounts(procDriverMount(), agentConfigMount())
 	d.volumes = vols
 	d.containers = []corev1.Container{{
@@ -41,8 +67,8 @@ func (c *plan) driverValidator(d *daemonSet) {
 		Image: c.images.gpupolicy,
 		// No NODE_NAME and no token: the validator only reports readiness; the gate publishes
 		// the driver labels, so this pod needs no API access.
-		Command: []string{"gpu-node-agent", "driver", "--config", config.AgentConfigPath, "--host-root", hostRoot,
-			"--watch", "--listen", ":" + strconv.Itoa(driverReadyPort)},
+		Command: append([]string{"gpu-node-agent", "driver", "--config", config.AgentConfigPath, "--host-root", hostRoot,
+			"--watch", "--listen", ":" + strconv.Itoa(driverReadyPort)}, poolFlag(pool)...),
 		// Ready once its first check completed, whatever the verdict: the gate publishes the
 		// verdict (labels, GPUStackReady, Events) and holds a bad node's later stages back,
 		// so one drifted node never keeps this DaemonSet, and every stage after it, unavailable.
@@ -56,7 +82,7 @@ func (c *plan) driverValidator(d *daemonSet) {
 // driverContainer follows the mounts of NVIDIA's driver container: it installs the userspace
 // under /run/nvidia/driver (shared back to the host so the toolkit can use it), reads the
 // host's OS release to pick kernel headers, writes firmware and its install log.
-func (c *plan) driverContainer(d *daemonSet) {
+func (c *plan) driverContainer(d *daemonSet, drv v1alpha1.Driver) {
 	bidirectional := corev1.MountPropagationBidirectional
 	runNvidia := hostPath("run-nvidia", "/run/nvidia", corev1.HostPathDirectoryOrCreate, "/run/nvidia", false)
 	runNvidia.propagation = &bidirectional
@@ -71,7 +97,7 @@ func (c *plan) driverContainer(d *daemonSet) {
 	d.volumes = vols
 	d.containers = []corev1.Container{{
 		Name:    "nvidia-driver",
-		Image:   c.images.driver,
+		Image:   c.driverImage(drv),
 		Command: []string{"nvidia-driver", "init"},
 		Env:     []corev1.EnvVar{nodeNameEnv()},
 		// Building the modules for a new kernel takes minutes: allow up to 30 before the
@@ -82,4 +108,12 @@ func (c *plan) driverContainer(d *daemonSet) {
 		SecurityContext: privileged(),
 		VolumeMounts:    mounts,
 	}}
+}
+
+// poolFlag points the validator at its pool's driver.
+func poolFlag(pool string) []string {
+	if pool == "" {
+		return nil
+	}
+	return []string{"--pool", pool}
 }

@@ -75,10 +75,7 @@ func renderGuardrails(c *plan) (Objects, error) {
 						celString(nodeNameClaim), claim, claim),
 					Message: "the GPU node agents may only change the node their pod runs on (service account token claim " + nodeNameClaim + ")",
 				},
-				{
-					Expression: "request.operation != 'UPDATE' || object.spec == oldObject.spec",
-					Message:    "the GPU node agents may not change a node's spec (taints, unschedulable, podCIDR)",
-				},
+				c.nodeSpecValidation(agent),
 				{
 					Expression: "request.operation != 'UPDATE' || (" + unchangedOutside("labels", prefix) + ")",
 					Message:    "the GPU node agents may only change labels whose key starts with " + config.ManagedPrefix,
@@ -102,7 +99,11 @@ func renderGuardrails(c *plan) (Objects, error) {
 			}, c.discoveryValidations()...),
 		},
 	}
-	return c.denyingPolicy(policy), nil
+	out := c.denyingPolicy(policy)
+	if c.upgrades() {
+		out = append(out, c.podGuardrails(agent, claim)...)
+	}
+	return out, nil
 }
 
 // denyingPolicy is the guardrails' policy with the binding that enforces it (Deny), both in
@@ -120,6 +121,85 @@ func (c *plan) denyingPolicy(policy *admissionv1.ValidatingAdmissionPolicy) Obje
 		{Stage: StagePrereqs, Component: "guardrails", Obj: policy},
 		{Stage: StagePrereqs, Component: "guardrails", Obj: binding},
 	}
+}
+
+// NamePodGuardrails confines the pod deletes of the node agent's upgrade step.
+const NamePodGuardrails = "gpupolicy-driver-pod-guardrails"
+
+// podGuardrails let the node agent delete only a driver-stage pod (gpu-driver, gpu-driver-<pool>)
+// of its own namespace on its own node: the one whose replacement brings the new driver. Its
+// evictions go through the Eviction API, whose admission request names the pod but not its
+// node; the upgrade step evicts only pods bound to its node.
+func (c *plan) podGuardrails(agent, claim string) Objects {
+	fail := admissionv1.Fail
+	name := celString(LabelName)
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+		ObjectMeta: c.meta(NamePodGuardrails, false),
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionv1.MatchResources{
+				ResourceRules: []admissionv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionv1.RuleWithOperations{
+						Operations: []admissionv1.OperationType{admissionv1.Delete},
+						Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+					},
+				}},
+			},
+			MatchConditions: []admissionv1.MatchCondition{{
+				Name:       "gpupolicy-node-agent",
+				Expression: "request.userInfo.username == " + agent,
+			}},
+			Validations: []admissionv1.Validation{{
+				Expression: fmt.Sprintf("has(request.userInfo.extra) && %s in request.userInfo.extra && size(%s) > 0 && oldObject.spec.?nodeName.orValue('') == %s[0]",
+					celString(nodeNameClaim), claim, claim),
+				Message: "the GPU node agent may only delete pods on the node its pod runs on (service account token claim " + nodeNameClaim + ")",
+			}, {
+				Expression: fmt.Sprintf("oldObject.metadata.namespace == %s && has(oldObject.metadata.labels) && %s in oldObject.metadata.labels && (oldObject.metadata.labels[%s] == %s || oldObject.metadata.labels[%s].startsWith(%s))",
+					celString(c.ns), name, name, celString(NameDriver), name, celString(NameDriver+"-")),
+				Message: "the GPU node agent may only delete its driver pod (DaemonSet " + NameDriver + " or " + NameDriver + "-<pool> in namespace " + c.ns + "), so the OnDelete DaemonSet starts the new driver",
+			}},
+		},
+	}
+	return c.denyingPolicy(policy)
+}
+
+// nodeSpecValidation keeps a node's spec as it is, except what the node agent's upgrade step
+// needs on its own node (the rules above confine every write to it): cordon and uncordon
+// (spec.unschedulable) while its driver is replaced, and the driver-drift NoSchedule taint
+// under onDrift: taint. Every other field and every other taint must stay.
+func (c *plan) nodeSpecValidation(agent string) admissionv1.Validation {
+	if !c.upgrades() {
+		return admissionv1.Validation{
+			Expression: "request.operation != 'UPDATE' || object.spec == oldObject.spec",
+			Message:    "the GPU node agents may not change a node's spec (taints, unschedulable, podCIDR)",
+		}
+	}
+	taint := celString(config.TaintDriverDrift)
+	others := func(side string) string {
+		return fmt.Sprintf("%s.spec.?taints.orValue([]).filter(t, t.key != %s)", side, taint)
+	}
+	var same []string
+	kube, _ := matrix.ParseVersion(c.p.Spec.KubernetesVersion) // checked by nodeStatusFields
+	for _, f := range nodeSpecFields {
+		if f.since == "" || kube.Compare(matrix.MustParse(f.since)) >= 0 {
+			same = append(same, fmt.Sprintf("object.spec.?%[1]s == oldObject.spec.?%[1]s", f.name))
+		}
+	}
+	return admissionv1.Validation{
+		Expression: "request.operation != 'UPDATE' || object.spec == oldObject.spec || (request.userInfo.username == " + agent + " && " +
+			strings.Join(same, " && ") + " && " + others("object") + " == " + others("oldObject") +
+			fmt.Sprintf(" && object.spec.?taints.orValue([]).all(t, t.key != %s || (t.effect == 'NoSchedule' && !has(t.value)))", taint) + ")",
+		Message: "the GPU node agents may not change a node's spec (taints, podCIDR, ...); only the node agent may cordon or uncordon its own node (spec.unschedulable) and put or remove the taint " + config.TaintDriverDrift + ":NoSchedule",
+	}
+}
+
+// nodeSpecFields are core/v1 NodeSpec's fields besides unschedulable and taints (the upgrade
+// step's), each with the Kubernetes minor whose Node schema has it, as nodeStatusFields; a
+// unit test keeps the list complete against k8s.io/api.
+var nodeSpecFields = []struct{ name, since string }{
+	{"podCIDR", ""}, {"podCIDRs", ""}, {"providerID", ""}, {"configSource", ""}, {"externalID", ""},
+	{"podPreemptionPolicy", "1.37"},
 }
 
 // discoveryValidations narrow the discovery program further than the node agents: on top of

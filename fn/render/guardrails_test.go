@@ -48,3 +48,19 @@ func TestGuardrailsStatusFieldsFollowKubernetesVersion(t *testing.T) {
 		t.Errorf("1.37: %v", f)
 	}
 }
+
+// TestGuardrailsCompareEveryNodeSpecField fails when NodeSpec gains a field the upgrade
+// step's spec rule does not compare: the agent could change it while cordoning.
+func TestGuardrailsCompareEveryNodeSpecField(t *testing.T) {
+	known := map[string]bool{"unschedulable": true, "taints": true} // the upgrade step's own
+	for _, f := range nodeSpecFields {
+		known[f.name] = true
+	}
+	typ := reflect.TypeFor[corev1.NodeSpec]()
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if !known[name] {
+			t.Errorf("NodeSpec.%s (json %q) is not in nodeSpecFields: add it", typ.Field(i).Name, name)
+		}
+	}
+}

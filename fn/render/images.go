@@ -37,25 +37,52 @@ func resolveImages(s *v1alpha1.Spec) (images, error) {
 				"must be a repository without tag or digest: the tag is derived from the version field next to it"))
 		}
 	}
-	// NVIDIA tags its driver images <version>-<os> ("580.95.05-ubuntu24.04"), the version
-	// spelt as the node agent's rule writes it (validation refuses any other spelling). Only
-	// source=container runs the image.
-	driverTag := s.Driver.Version
-	if v, err := config.CheckDriverVersion(s.Driver.Version); err == nil {
-		driverTag = v.String()
-	} else if s.Driver.Source == v1alpha1.SourceContainer {
+	// Only source=container runs the driver image.
+	if _, err := config.CheckDriverVersion(s.Driver.Version); err != nil && s.Driver.Source == v1alpha1.SourceContainer {
 		errs = append(errs, field.Invalid(spec.Child("driver", "version"), s.Driver.Version, err.Error()))
+	}
+	if len(errs) > 0 {
+		return images{}, v1alpha1.FieldErrors(errs)
+	}
+	for i := range s.NodePools {
+		np := &s.NodePools[i]
+		d, own := s.PoolDriver(np)
+		if !own {
+			continue
+		}
+		dp := spec.Child("nodePools").Index(i).Child("driver")
+		if _, tag, digest := splitImage(np.Driver.Image); tag != "" || digest != "" {
+			errs = append(errs, field.Invalid(dp.Child("image"), np.Driver.Image,
+				"must be a repository without tag or digest: the tag is derived from the pool's driver version"))
+		}
+		if _, err := config.CheckDriverVersion(d.Version); err != nil && d.Source == v1alpha1.SourceContainer {
+			errs = append(errs, field.Invalid(dp.Child("version"), d.Version, err.Error()))
+		}
 	}
 	if len(errs) > 0 {
 		return images{}, v1alpha1.FieldErrors(errs)
 	}
 	return images{
 		gpupolicy: Mirror(s.Registry, gp),
-		driver:    Mirror(s.Registry, s.Driver.Image+":"+driverTag+"-"+s.Driver.OS),
+		driver:    DriverImage(s.Registry, s.Driver),
 		// and its toolkit images v<version>.
 		toolkit: Mirror(s.Registry, s.Toolkit.Image+":v"+strings.TrimPrefix(s.Toolkit.Version, "v")),
 	}, nil
 }
+
+// DriverImage is the driver image of d: NVIDIA tags its driver images <version>-<os>
+// ("580.95.05-ubuntu24.04"), the version spelt as the node agent's rule writes it (validation
+// refuses any other spelling).
+func DriverImage(registry string, d v1alpha1.Driver) string {
+	tag := d.Version
+	if v, err := config.CheckDriverVersion(d.Version); err == nil {
+		tag = v.String()
+	}
+	return Mirror(registry, d.Image+":"+tag+"-"+d.OS)
+}
+
+// driverImage is DriverImage under the policy's registry.
+func (c *plan) driverImage(d v1alpha1.Driver) string { return DriverImage(c.p.Spec.Registry, d) }
 
 // Limits of the reference grammar that its regular expression does not carry: a repository
 // name (registry host and path) is at most 255 characters, a host label at most 63 (DNS), a

@@ -22,6 +22,43 @@ var nodeWriterRules = []rbacv1.PolicyRule{
 var nodeAgentRules = append(slices.Clone(nodeWriterRules),
 	rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}})
 
+// upgradeClusterRules let the node agent's upgrade step see the pods on its node (to wait for
+// jobs and pick the GPU pods) and evict them through the Eviction API, which respects
+// PodDisruptionBudgets. Admission cannot confine an eviction to the agent's own node (it sees
+// only the Eviction, not the pod), so the step itself evicts only pods whose spec.nodeName is
+// its node.
+var upgradeClusterRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
+}
+
+// upgradeNamespaceRules, in the policy's namespace only: the slots (Leases), the driver
+// DaemonSets and their revisions (is the node's driver pod current?), and deleting its own
+// driver pod so the OnDelete DaemonSet starts the new one (the guardrails confine the delete
+// to the driver pod on the agent's node).
+var upgradeNamespaceRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"daemonsets", "controllerrevisions"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}},
+}
+
+// upgrades reports whether the node agent runs the upgrade step: some driver stage runs the
+// driver container (upgrades), or some driver taints on drift.
+func (c *plan) upgrades() bool {
+	s := &c.p.Spec
+	if containerDriver(s) || s.Driver.OnDrift == v1alpha1.OnDriftTaint {
+		return true
+	}
+	return false
+}
+
+func (c *plan) rulesFor(sa string) []rbacv1.PolicyRule {
+	if sa == NameNodeAgent && c.upgrades() {
+		return append(slices.Clone(nodeAgentRules), upgradeClusterRules...)
+	}
+	return rulesFor(sa)
+}
+
 func rulesFor(sa string) []rbacv1.PolicyRule {
 	if sa == NameNodeAgent {
 		return nodeAgentRules
@@ -71,7 +108,7 @@ func (c *plan) nodeWriters() []string {
 func (c *plan) roles() []role {
 	var out []role
 	for _, sa := range c.nodeWriters() {
-		out = append(out, role{sa, rulesFor(sa)})
+		out = append(out, role{sa, c.rulesFor(sa)})
 	}
 	if c.builtinDiscovery() {
 		out = append(out, role{NameDiscovery, discoveryRules})
@@ -124,6 +161,22 @@ func renderRBAC(c *plan) (Objects, error) {
 				ObjectMeta: m,
 				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
 				Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: c.ns}},
+			}},
+		)
+	}
+	if c.upgrades() {
+		m := c.meta(NameNodeAgent+"-upgrade", true)
+		out = append(out,
+			Object{Stage: StagePrereqs, Component: "rbac", Obj: &rbacv1.Role{
+				TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "Role"),
+				ObjectMeta: m,
+				Rules:      upgradeNamespaceRules,
+			}},
+			Object{Stage: StagePrereqs, Component: "rbac", Obj: &rbacv1.RoleBinding{
+				TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"),
+				ObjectMeta: m,
+				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: m.Name},
+				Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: NameNodeAgent, Namespace: c.ns}},
 			}},
 		)
 	}

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // KubeObject is what every rendered object is: a typed k8s.io/api struct with TypeMeta set, or
@@ -76,7 +77,7 @@ const (
 // Names of the per-component objects (DaemonSet, ServiceAccount and RBAC share the name).
 const (
 	NameNodeAgent        = "gpu-node-agent"
-	NameDriver           = "gpu-driver"
+	NameDriver           = config.DriverDaemonSetName
 	NameToolkit          = "gpu-container-toolkit"
 	NameDevicePlugin     = "gpu-device-plugin"
 	NameFeatureDiscovery = "gpu-feature-discovery"

@@ -15,7 +15,7 @@ import (
 var rootContainers = map[string]bool{"device-plugin": true, "dra-plugin": true, "mig-manager": true, "exporter": true, "install": true, "toolkit-copy": true, "nvidia-driver": true}
 
 // nonRootContainers only read world-readable host files and keep the image's non-root user.
-var nonRootContainers = map[string]bool{"gate": true, "driver-validator": true, "labels": true, "discover": true}
+var nonRootContainers = map[string]bool{"gate": true, "driver-upgrade": true, "driver-validator": true, "labels": true, "discover": true}
 
 // nvmlContainers read the GPUs through the runtime class.
 var nvmlContainers = map[string]bool{"device-plugin": true, "dra-plugin": true, "mig-manager": true, "exporter": true, "labels": true}

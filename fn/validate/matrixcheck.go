@@ -14,10 +14,18 @@ import (
 // The version matrix checks. Each is reached only when the versions involved are well formed.
 
 func (c *checker) cudaMatrix(s *v1alpha1.Spec, p *field.Path) {
+	c.cudaMatrixAt(s, p, "driver.version")
+}
+
+// cudaMatrixAt checks s.Driver (named driverField in the message) against cuda.version; an
+// unknown CUDA major is reported at spec.cuda.version only.
+func (c *checker) cudaMatrixAt(s *v1alpha1.Spec, p *field.Path, driverField string) {
 	cv := matrix.MustParse(s.CUDA.Version)
 	facts, ok := c.m.CUDAMajor(cv.Major())
 	if !ok {
-		c.errorf(p, s.CUDA.Version, "CUDA %d.x is not in the version matrix (known: %v): use a supported CUDA version", cv.Major(), c.m.CUDAMajors())
+		if driverField == "driver.version" {
+			c.errorf(p, s.CUDA.Version, "CUDA %d.x is not in the version matrix (known: %v): use a supported CUDA version", cv.Major(), c.m.CUDAMajors())
+		}
 		return
 	}
 	dv, err := matrix.ParseVersion(s.Driver.Version)
@@ -25,8 +33,12 @@ func (c *checker) cudaMatrix(s *v1alpha1.Spec, p *field.Path) {
 		return // reported at driver.version
 	}
 	if dv.Less(matrix.MustParse(facts.MinDriver)) {
-		c.errorf(p, s.CUDA.Version, "CUDA %s needs driver ≥ %s but driver.version is %s: raise driver.version (e.g. a current R580 release) or lower cuda.version (source: %s)",
-			s.CUDA.Version, facts.MinDriver, s.Driver.Version, facts.Source)
+		value := s.CUDA.Version
+		if driverField != "driver.version" {
+			value = s.Driver.Version
+		}
+		c.errorf(p, value, "CUDA %s needs driver ≥ %s but %s is %s: raise %s (e.g. a current R580 release) or lower cuda.version (source: %s)",
+			s.CUDA.Version, facts.MinDriver, driverField, s.Driver.Version, driverField, facts.Source)
 	}
 }
 

@@ -178,6 +178,9 @@ func (c *checker) nodePools(s *v1alpha1.Spec, w Written, p *field.Path) {
 		if np.MIG != nil {
 			c.mig(np, ip)
 		}
+		if np.Driver != nil {
+			c.poolDriver(s, np, ip.Child("driver"))
+		}
 	}
 	sorted := make([][]labelPair, len(s.NodePools))
 	for i := range s.NodePools {

@@ -56,12 +56,15 @@ func (c *checker) updateStrategy(p *field.Path, u *v1alpha1.UpdateStrategy) {
 	if u == nil || u.MaxUnavailable == nil {
 		return
 	}
-	mp := p.Child("maxUnavailable")
-	mu := u.MaxUnavailable
+	c.maxUnavailable(p.Child("maxUnavailable"), u.MaxUnavailable)
+}
+
+// maxUnavailable checks a number of nodes (1 or more) or a percentage from 1% to 100%.
+func (c *checker) maxUnavailable(mp *field.Path, mu *intstr.IntOrString) {
 	const fix = `use a number of nodes (1 or more) or a percentage of them from "1%" to "100%", e.g. "` + v1alpha1.DefaultMaxUnavailable + `"`
 	if mu.Type == intstr.Int {
 		if mu.IntVal < 1 {
-			c.errorf(mp, mu.IntVal, "%d lets no node update, so the DaemonSet never rolls out (the API server refuses 0): %s", mu.IntVal, fix)
+			c.errorf(mp, mu.IntVal, "%d lets no node update, so the rollout never progresses: %s", mu.IntVal, fix)
 		}
 		return
 	}

@@ -39,6 +39,7 @@ func Policy(p *v1alpha1.GPUPolicy, w Written, opts Options) Results {
 	c.cluster(&p.Spec, spec)
 	c.containerRuntime(&p.Spec, spec.Child("containerRuntime"))
 	c.driver(&p.Spec, spec.Child("driver"))
+	c.driverUpgrade(&p.Spec, spec.Child("driver"))
 	c.cuda(&p.Spec, spec.Child("cuda"))
 	c.toolkit(&p.Spec, spec.Child("toolkit"))
 	c.devicePlugin(&p.Spec.DevicePlugin, setIn(&p.Spec.DevicePlugin), &p.Spec, spec.Child("devicePlugin"))

@@ -61,10 +61,25 @@ func ValidateAgent(cfg *Agent) error {
 	if err := checkReplicas("devicePlugin", cfg.DevicePlugin); err != nil {
 		return err
 	}
+	if err := checkOnDrift("driver.onDrift", cfg.Driver.OnDrift); err != nil {
+		return err
+	}
 	for i, p := range cfg.NodePools {
+		if d := p.Driver; d != nil {
+			f := fmt.Sprintf("nodePools[%d] (%s).driver", i, p.Name)
+			if _, err := CheckDriverVersion(d.Version); err != nil {
+				return fmt.Errorf("%s.version: %w (spec.nodePools[%d].driver.version of the policy)", f, err, i)
+			}
+			if !slices.Contains([]string{"", DriverEnforceExact, DriverEnforceBranch, DriverEnforceNone}, d.Enforce) {
+				return fmt.Errorf("%s.enforce %q is not exact|branch|none", f, d.Enforce)
+			}
+		}
 		if err := checkReplicas(fmt.Sprintf("nodePools[%d] (%s).devicePlugin", i, p.Name), p.DevicePlugin); err != nil {
 			return err
 		}
+	}
+	if err := cfg.Upgrade.validate(); err != nil {
+		return err
 	}
 	if len(cfg.Toolkit.DropInSHA256) != 64 {
 		return fmt.Errorf("toolkit.dropInSHA256 %q is not a sha256 hex digest of the rendered drop-in", cfg.Toolkit.DropInSHA256)
@@ -127,4 +142,11 @@ func MatchesNodeSelector(nodeLabels, selector map[string]string) bool {
 		}
 	}
 	return true
+}
+
+func checkOnDrift(field, v string) error {
+	if !slices.Contains([]string{"", OnDriftReport, OnDriftTaint}, v) {
+		return fmt.Errorf("%s %q is not report|taint (spec.driver.onDrift of the policy)", field, v)
+	}
+	return nil
 }

@@ -55,6 +55,8 @@ type Agent struct {
 	// finds its node's pool by the pool's nodeSelector (pools are disjoint by validation).
 	DevicePlugin DevicePlugin `json:"devicePlugin"`
 	NodePools    []AgentPool  `json:"nodePools,omitempty"`
+	// Upgrade is how the agents replace a source=container driver (spec.driver.upgrade).
+	Upgrade *AgentUpgrade `json:"upgrade,omitempty"`
 }
 
 // AgentDriver is what a node's driver must satisfy before its toolkit gate opens.
@@ -62,6 +64,11 @@ type AgentDriver struct {
 	Source  string `json:"source"`  // preinstalled | container
 	Version string `json:"version"` // expected, e.g. 580.95.05
 	Enforce string `json:"enforce"` // exact | branch | none
+	// Image is the driver image source=container runs (repository:tag), so the agent can tell
+	// which version a driver pod brings.
+	Image string `json:"image,omitempty"`
+	// OnDrift is report | taint (spec.driver.onDrift); "" is report.
+	OnDrift string `json:"onDrift,omitempty"`
 }
 
 // ContainerRuntime mirrors spec.containerRuntime of the policy.
@@ -102,6 +109,9 @@ type AgentPool struct {
 	NodeSelector map[string]string `json:"nodeSelector"`
 	DevicePlugin DevicePlugin      `json:"devicePlugin"`
 	MIG          *AgentMIG         `json:"mig,omitempty"`
+	// Driver is the pool's own driver (spec.nodePools[].driver over spec.driver), run by
+	// DaemonSet gpu-driver-<pool>; nil: the pool runs the default driver stage.
+	Driver *AgentDriver `json:"driver,omitempty"`
 }
 
 // DevicePlugin is the device plugin's configuration (ConfigMap DevicePluginConfigMap[-pool],

@@ -66,6 +66,9 @@ type Fleet struct {
 	// `gpu-node-agent discover` over their node's Host (EnableDiscovery); nil: none.
 	discoveryDS *appsv1.DaemonSet
 	discovering map[string]context.CancelFunc // by pod UID
+	// upgrades, when set (EnableUpgrades), runs each node's upgrade step and plays the
+	// driver container pods.
+	upgrades *upgradeState
 }
 
 // EnableDiscovery makes every running pod of ds (the rendered gpu-discovery DaemonSet) run the
@@ -188,6 +191,10 @@ func (f *Fleet) Start(ctx context.Context) error {
 				o = d.Obj
 			}
 			if p, ok := o.(*corev1.Pod); ok {
+				if f.upgrades != nil && isDriverPod(p) {
+					f.driverPodChanged(p, true)
+					return
+				}
 				switch owner := ownerDaemonSet(p); {
 				case f.discoveryDS != nil && owner == f.discoveryDS.Name:
 					f.discoveryPodChanged(ctx, p, false)
@@ -219,6 +226,10 @@ func ownerDaemonSet(p *corev1.Pod) string {
 func (f *Fleet) podChanged(ctx context.Context, o any) {
 	p, ok := o.(*corev1.Pod)
 	if !ok || p.Spec.NodeName == "" {
+		return
+	}
+	if f.upgrades != nil && isDriverPod(p) {
+		f.driverPodChanged(p, false)
 		return
 	}
 	owner := ownerDaemonSet(p)
@@ -310,6 +321,14 @@ func (f *Fleet) runAgent(ctx context.Context, h *Host, interval time.Duration) {
 	args := []string{"gate", "--config", f.agentCfgPath, "--host-root", h.Root, "--node", h.Node}
 	if interval > 0 {
 		args = append(args, "--interval", interval.String())
+	}
+	if f.upgrades != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			f.superviseUpgrade(ctx, h)
+		}()
 	}
 	f.runProgram(ctx, h, "agent", f.agentDS.Spec.Template.Spec.ServiceAccountName, args...)
 }

@@ -31,12 +31,18 @@ const (
 	DefaultDriverEnforce     = EnforceBranch
 	DefaultDriverImage       = "nvcr.io/nvidia/driver"
 	DefaultDriverOS          = "ubuntu24.04"
-	DefaultToolkitSource     = SourceContainer
-	DefaultToolkitVersion    = "1.18.0"
-	DefaultToolkitImage      = "nvcr.io/nvidia/k8s/container-toolkit"
-	DefaultRuntimeClassName  = "nvidia"
-	DefaultExporterPort      = 9400
-	DefaultExporterInterval  = "15s"
+	DefaultDriverOnDrift     = OnDriftReport
+	// GPU Operator's driver upgrade policy defaults (maxUnavailable 25%, no wait for jobs),
+	// with drain on: replacing a driver under a running GPU job kills the job.
+	DefaultUpgradeMaxUnavailable = "25%"
+	DefaultDrainTimeout          = "10m"
+	DefaultWaitForJobsTimeout    = "0s"
+	DefaultToolkitSource         = SourceContainer
+	DefaultToolkitVersion        = "1.18.0"
+	DefaultToolkitImage          = "nvcr.io/nvidia/k8s/container-toolkit"
+	DefaultRuntimeClassName      = "nvidia"
+	DefaultExporterPort          = 9400
+	DefaultExporterInterval      = "15s"
 )
 
 // Enumerations of the contract.
@@ -62,6 +68,9 @@ const (
 	EnforceExact  = "exact"
 	EnforceBranch = "branch"
 	EnforceNone   = "none"
+
+	OnDriftReport = "report"
+	OnDriftTaint  = "taint"
 )
 
 // DefaultNodeSelector is the entry gate when spec.nodeSelector is empty.
@@ -152,6 +161,8 @@ func Default(p *GPUPolicy) {
 	orDefault(&d.Enforce, DefaultDriverEnforce)
 	orDefault(&d.Image, DefaultDriverImage)
 	orDefault(&d.OS, DefaultDriverOS)
+	orDefault(&d.OnDrift, DefaultDriverOnDrift)
+	defaultUpgrade(d)
 
 	t := &s.Toolkit
 	orDefault(&t.Source, DefaultToolkitSource)
@@ -291,4 +302,59 @@ func (m *MIG) GetLayout() string {
 		}
 	}
 	return m.Layout
+}
+
+// defaultUpgrade fills spec.driver.upgrade with GPU Operator's defaults where unset.
+func defaultUpgrade(d *Driver) {
+	if d.Upgrade == nil {
+		d.Upgrade = &DriverUpgrade{}
+	}
+	u := d.Upgrade
+	if u.MaxUnavailable == nil {
+		mu := intstr.FromString(DefaultUpgradeMaxUnavailable)
+		u.MaxUnavailable = &mu
+	}
+	if u.Drain == nil {
+		u.Drain = &DriverDrain{}
+	}
+	boolDefault(&u.Drain.Enabled, true)
+	orDefault(&u.Drain.Timeout, DefaultDrainTimeout)
+	if u.WaitForJobs == nil {
+		u.WaitForJobs = &WaitForJobs{}
+	}
+	orDefault(&u.WaitForJobs.Timeout, DefaultWaitForJobsTimeout)
+}
+
+// PoolDriver is the driver of a node pool: spec.driver with the pool's overrides. ok is false
+// when the pool overrides nothing and so runs the default driver stage.
+func (s *Spec) PoolDriver(np *NodePool) (d Driver, ok bool) {
+	d = s.Driver
+	if np == nil || np.Driver == nil {
+		return d, false
+	}
+	o := np.Driver
+	if o.Version != "" {
+		d.Version = o.Version
+	}
+	if o.Source != "" {
+		d.Source = o.Source
+	}
+	if o.Image != "" {
+		d.Image = o.Image
+	}
+	if o.Enforce != "" {
+		d.Enforce = o.Enforce
+	}
+	return d, true
+}
+
+// DriverPools are the node pools with their own driver stage, in policy order.
+func (s *Spec) DriverPools() []*NodePool {
+	var out []*NodePool
+	for i := range s.NodePools {
+		if s.NodePools[i].Driver != nil {
+			out = append(out, &s.NodePools[i])
+		}
+	}
+	return out
 }

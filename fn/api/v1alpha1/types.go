@@ -104,6 +104,63 @@ type Driver struct {
 	Image   string `json:"image,omitempty"`   // source=container: repository; tag is <version>-<os>
 	// OS is the tag suffix of NVIDIA's driver image for source=container ("ubuntu24.04").
 	OS string `json:"os,omitempty"`
+	// OnDrift is what a node whose preinstalled driver differs from version gets: report (the
+	// drift labels, annotation and Event only) or taint (also nvidia.com/gpu.driver-drift:NoSchedule,
+	// for Karpenter or Cluster API to replace the node; removed when the driver matches again).
+	// Default report.
+	OnDrift string `json:"onDrift,omitempty"`
+	// Upgrade is how the node agents replace a source=container driver: each agent takes a
+	// slot (a Lease) of its pool, cordons its own node, waits for jobs, evicts GPU pods,
+	// deletes its driver pod, validates and uncordons. GPU Operator's upgrade policy, with its
+	// defaults, except that no central controller runs it.
+	Upgrade *DriverUpgrade `json:"upgrade,omitempty"`
+}
+
+// DriverUpgrade bounds and orders a rolling driver upgrade.
+type DriverUpgrade struct {
+	// MaxUnavailable is how many GPU nodes of one pool (or of the nodes outside every pool)
+	// may upgrade at once: a number, or a percentage of the pool's GPU nodes, rounded up.
+	// Default "25%".
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	Drain          *DriverDrain        `json:"drain,omitempty"`
+	WaitForJobs    *WaitForJobs        `json:"waitForJobs,omitempty"`
+}
+
+// DriverDrain evicts pods from a node before its driver pod is replaced.
+type DriverDrain struct {
+	// Enabled evicts, through the Eviction API (PodDisruptionBudgets respected), the pods on
+	// the node that use a GPU, and those podSelector selects. Default true: replacing the
+	// driver under a running GPU job kills it.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Timeout of the evictions (Go duration): a node that still holds such pods after it is
+	// marked upgrade-failed (and stays cordoned). "0s" waits for ever. Default 10m.
+	Timeout string `json:"timeout,omitempty"`
+	// PodSelector is a label selector of more pods to evict besides the GPU pods. Default "".
+	PodSelector string `json:"podSelector,omitempty"`
+}
+
+// WaitForJobs waits for selected pods on a node to finish before anything is evicted.
+type WaitForJobs struct {
+	// PodSelector is a label selector of the pods to wait for; "" waits for none. Default "".
+	PodSelector string `json:"podSelector,omitempty"`
+	// Timeout of the wait (Go duration), after which the upgrade goes on; "0s" waits for ever.
+	// Default 0s.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// NodePoolDriver overrides spec.driver for one node pool: the pool gets its own driver-stage
+// DaemonSet (gpu-driver-<pool>) and is left out of the default one. Unset fields inherit
+// spec.driver.
+type NodePoolDriver struct {
+	// Version is the pool's driver ("570.195.03"); it must support cuda.version.
+	Version string `json:"version,omitempty"`
+	// Source is preinstalled (validate only) or container (NVIDIA's driver image).
+	Source string `json:"source,omitempty"`
+	// Image is the repository of the driver image for source=container; the tag is
+	// <version>-<spec.driver.os>.
+	Image string `json:"image,omitempty"`
+	// Enforce is exact | branch | none: what the pool's nodes must match before their gates open.
+	Enforce string `json:"enforce,omitempty"`
 }
 
 // CUDA is the CUDA version of the workloads; driver.version must support it.
@@ -216,6 +273,8 @@ type NodePool struct {
 	Allocation string `json:"allocation,omitempty"`
 	// MIG declares the pool's MIG layouts; the node agent applies one on each of its nodes.
 	MIG *MIG `json:"mig,omitempty"`
+	// Driver overrides spec.driver's version, source, image or enforce for this pool.
+	Driver *NodePoolDriver `json:"driver,omitempty"`
 }
 
 // MIG is a node pool's MIG layouts in git: named layouts, the pool's own, and the model they

@@ -42,6 +42,7 @@ func commands() []command {
 		{"toolkit uninstall", "remove the drop-in and the status file, restart containerd per --restart-mode", toolkitUninstallFlags},
 		{"discover", "scan the PCI bus for NVIDIA GPUs every --interval and set nvidia.com/gpu.present=true on this node when one is there (never over a person's value; a lost GPU is a GPULost Warning Event, the label stays); without --node/NODE_NAME print the GPUs found", discoverFlags},
 		{"mig", "apply the node's MIG layout (its nvidia.com/mig.config label, else its pool's) through NVML once the downstream gates are closed; report nvidia.com/mig.config.state (pending | rebooting | success | failed)", migFlags},
+		{"upgrade", "this node's part of a rolling driver upgrade (driver.source container): take a slot Lease of its pool, cordon, wait for jobs, evict GPU pods (PodDisruptionBudgets respected), delete its outdated driver pod, validate, uncordon; state in nvidia.com/gpu-driver-upgrade-state. For a preinstalled driver under onDrift: taint, keep the nvidia.com/gpu.driver-drift:NoSchedule taint on a drifted node", upgradeFlags},
 		{"labels", "label the node with gpu-feature-discovery's GPU feature labels from NVML", labelsFlags},
 	}
 }

@@ -65,7 +65,7 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			getNode := func(ctx context.Context) (*corev1.Node, error) {
 				return client.CoreV1().Nodes().Get(ctx, *node, metav1.GetOptions{})
 			}
-			checks := stages.WithMIG(stages.Checks(cfg, *hostRoot), cfg, getNode)
+			checks := stages.WithMIG(stages.WithPoolDrivers(stages.Checks(cfg, *hostRoot), cfg, *hostRoot, getNode), cfg, getNode)
 			r := &gate.Reconciler{Client: client, Node: *node, Checks: checks, Logger: e.log}
 			if *once {
 				return gateOnce(ctx, r, e)
@@ -194,11 +194,20 @@ func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	openNVML := mockFlags(fs)
 	watch := fs.Bool("watch", false, "keep checking and serve readiness on --listen (the gpu-driver validator DaemonSet): again at once when the NVIDIA kernel module is loaded or unloaded, its device nodes or the toolkit status change, and every --interval as a resync")
 	interval := fs.Duration("interval", time.Minute, "with --watch: the resync, the longest time between checks")
+	pool := fs.String("pool", "", "check against this node pool's own driver (the pool's DaemonSet "+config.DriverDaemonSetName+"-<pool>); default: the policy's driver")
 	listen := fs.String("listen", ":8081", "with --watch: address of the readiness endpoint; GET /readyz (and /healthz) is 503 until the first check completed, then 200 with the verdict as the body whatever it is (the verdict about the node is the gate's labels and GPUStackReady condition, so one bad node never keeps the driver DaemonSet unavailable)")
 	return func(ctx context.Context, e *env) error {
 		cfg, err := config.LoadAgent(*cfgPath)
 		if err != nil {
 			return err
+		}
+		want := cfg.Driver
+		if *pool != "" {
+			np := cfg.PoolNamed(*pool)
+			if np == nil || np.Driver == nil {
+				return fmt.Errorf("--pool %s: the agent config has no node pool %q with its own driver (spec.nodePools[].driver); re-render with gpupolicy-fn", *pool, *pool)
+			}
+			want = *np.Driver
 		}
 		log := e.log.With("node", *node, "stage", config.StageDriver)
 		var publish func(context.Context, driver.Verdict) error
@@ -229,7 +238,7 @@ func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			} else {
 				log.Debug("NVML not available (before the toolkit stage): kernel module version only")
 			}
-			v := driver.Compare(cfg.Driver, cfg.CUDAVersion, found, nv)
+			v := driver.Compare(want, cfg.CUDAVersion, found, nv)
 			log.Info("driver checked", "expected", v.Expected, "found", v.Found, "enforce", v.Enforce, "drift", v.Drift, "satisfied", v.Satisfied, "reason", v.Reason)
 			if publish != nil {
 				if err := publish(ctx, v); err != nil {
