@@ -257,6 +257,21 @@ func (fe *fleetEnv) checkNoViolations(t *testing.T) {
 }
 
 // publish serves tree as the GitRepository fleet's artifact.
+// argoSync renders policy and syncs it with the real Argo sync engine, wave by wave with
+// Argo's health checks, failing t unless every wave ends healthy.
+func (fe *fleetEnv) argoSync(t *testing.T, ctx context.Context, bins *gitops.Binaries, step, policy string) {
+	t.Helper()
+	objs := fe.objects(t, fe.render(t, policy, ""))
+	res, err := gitops.ArgoSync(ctx, bins.ArgoSync, fe.c.Kubeconfig, filepath.Join(fe.dir, "argo-"+step), objs, 5*time.Minute)
+	for _, l := range res.Lines {
+		t.Logf("   %s", l)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("   %s: synced, every wave healthy, in %s", step, res.Took.Round(time.Second))
+}
+
 // startFlux runs the real kustomize-controller against fe's control plane and the loopback
 // server its artifacts come from, both stopped when t ends.
 func startFlux(t *testing.T, ctx context.Context, bins *gitops.Binaries, fe *fleetEnv) *gitops.ArtifactServer {
@@ -437,18 +452,7 @@ func TestFleetArgo(t *testing.T) {
 	ctx := context.Background()
 	fe := newFleetEnv(t, "fleet-argo", fleetNodes("argo", 10, []int{2, 16}, []int{11}), legacyValidatorReadiness)
 	argoPolicy := strings.Replace(string(fe.policy), "\n  gitops: flux\n", "\n  gitops: argocd\n", 1)
-	sync := func(step, policy string) {
-		t.Helper()
-		objs := fe.objects(t, fe.render(t, policy, ""))
-		res, err := gitops.ArgoSync(ctx, bins.ArgoSync, fe.c.Kubeconfig, filepath.Join(fe.dir, "argo-"+step), objs, 5*time.Minute)
-		for _, l := range res.Lines {
-			t.Logf("   %s", l)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("   %s: synced, every wave healthy, in %s", step, res.Took.Round(time.Second))
-	}
+	sync := func(step, policy string) { t.Helper(); fe.argoSync(t, ctx, bins, step, policy) }
 
 	t.Log("1. old validator readiness")
 	sync("legacy", argoPolicy)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -114,16 +113,7 @@ func TestDriverUpgradeFlux(t *testing.T) {
 	start := time.Now()
 	fe := newFleetEnvWith(t, "upgrade-flux", fleetNodes("up", 5, nil, nil), fakenode.ProbeReadiness, []byte(upgradePolicy), 20*time.Second)
 	t.Logf("control plane and %d nodes up in %s", len(fe.nodes), time.Since(start).Round(time.Second))
-	kc, err := gitops.StartKustomizeController(ctx, bins.KustomizeController, fe.c.Kubeconfig, filepath.Join(fe.dir, "logs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Stop()
-	arts, err := gitops.NewArtifactServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arts.Close()
+	arts := startFlux(t, ctx, bins, fe)
 	tree := fe.render(t, upgradePolicy, "GitRepository/fleet")
 	art := publish(t, fe, arts, tree)
 	applyKustomizations(t, fe, tree)
@@ -381,16 +371,7 @@ func TestDriverUpgradeBenchmark(t *testing.T) {
 		nodes = append(nodes, fleetNode{name: fmt.Sprintf("ub-tra-%02d", i+1), pool: "training"})
 	}
 	fe := newFleetEnvWith(t, "upgrade-bench", nodes, fakenode.ProbeReadiness, []byte(upgradePolicy), 20*time.Second)
-	kc, err := gitops.StartKustomizeController(ctx, bins.KustomizeController, fe.c.Kubeconfig, filepath.Join(fe.dir, "logs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Stop()
-	arts, err := gitops.NewArtifactServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arts.Close()
+	arts := startFlux(t, ctx, bins, fe)
 	tree := fe.render(t, upgradePolicy, "GitRepository/fleet")
 	art := publish(t, fe, arts, tree)
 	applyKustomizations(t, fe, tree)
@@ -466,18 +447,7 @@ func TestDriverUpgradeArgo(t *testing.T) {
 	policy := strings.Replace(upgradePolicy, "\n  gitops: flux\n", "\n  gitops: argocd\n", 1)
 	policy = strings.Replace(policy, "maxUnavailable: 2", "maxUnavailable: 1", 1)
 	fe := newFleetEnvWith(t, "upgrade-argo", fleetNodes("ua", 3, nil, nil), fakenode.ProbeReadiness, []byte(policy), 20*time.Second)
-	sync := func(step, policy string) {
-		t.Helper()
-		objs := fe.objects(t, fe.render(t, policy, ""))
-		res, err := gitops.ArgoSync(ctx, bins.ArgoSync, fe.c.Kubeconfig, filepath.Join(fe.dir, "argo-"+step), objs, 5*time.Minute)
-		for _, l := range res.Lines {
-			t.Logf("   %s", l)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("   %s: synced, every wave healthy, in %s", step, res.Took.Round(time.Second))
-	}
+	sync := func(step, policy string) { t.Helper(); fe.argoSync(t, ctx, bins, step, policy) }
 	sync("install", policy)
 	fe.waitNodes(t, 3*time.Minute)
 	training, inference := fe.poolNodes("training"), fe.poolNodes("inference")
