@@ -190,15 +190,7 @@ func TestDriverUpgradeFlux(t *testing.T) {
 		t.Fatal(err)
 	}
 	fe.waitDrivers(t, training, trainingTo, 3*time.Minute)
-	eventually(t, 2*time.Minute, "every training node upgrade-done and uncordoned", func() (bool, string) {
-		for _, n := range training {
-			node := fe.node(t, n)
-			if node.Labels[config.LabelDriverUpgradeState] != config.UpgradeStateDone || node.Spec.Unschedulable {
-				return false, fe.upgradeStates(t, training)
-			}
-		}
-		return true, ""
-	})
+	fe.waitUpgradeDone(t, training, 2*time.Minute)
 	t.Logf("   whole pool upgraded %s after the bump", time.Since(bumpStart).Round(time.Second))
 	stop()
 
@@ -267,6 +259,20 @@ func (fe *fleetEnv) upgradeStates(t *testing.T, nodes []string) string {
 			node.Labels[config.LabelDriverVersion], node.Spec.Unschedulable, node.Annotations[config.AnnotationDriverUpgradeMessage]))
 	}
 	return strings.Join(out, "; ")
+}
+
+// waitUpgradeDone waits until every one of nodes is upgrade-done and uncordoned.
+func (fe *fleetEnv) waitUpgradeDone(t *testing.T, nodes []string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, "every node of "+strings.Join(nodes, ", ")+" upgrade-done and uncordoned", func() (bool, string) {
+		for _, n := range nodes {
+			node := fe.node(t, n)
+			if node.Labels[config.LabelDriverUpgradeState] != config.UpgradeStateDone || node.Spec.Unschedulable {
+				return false, fe.upgradeStates(t, nodes)
+			}
+		}
+		return true, ""
+	})
 }
 
 // waitDrivers waits until every node's gate reports version as the loaded driver.
@@ -408,15 +414,7 @@ func TestDriverUpgradeBenchmark(t *testing.T) {
 			return ok, img
 		})
 		fe.waitDrivers(t, training, round.version, 10*time.Minute)
-		eventually(t, 2*time.Minute, "every node upgrade-done and uncordoned", func() (bool, string) {
-			for _, n := range training {
-				node := fe.node(t, n)
-				if node.Labels[config.LabelDriverUpgradeState] != config.UpgradeStateDone || node.Spec.Unschedulable {
-					return false, fe.upgradeStates(t, training)
-				}
-			}
-			return true, ""
-		})
+		fe.waitUpgradeDone(t, training, 2*time.Minute)
 		t.Logf("BENCH upgrade: %d nodes, maxUnavailable %d: %s from the new revision to every node done (%s after publishing)",
 			len(training), round.maxUnavailable, time.Since(applied).Round(100*time.Millisecond), time.Since(published).Round(100*time.Millisecond))
 	}
@@ -467,15 +465,7 @@ func TestDriverUpgradeArgo(t *testing.T) {
 	start := time.Now()
 	sync("bump", bumped)
 	fe.waitDrivers(t, training, trainingTo, 5*time.Minute)
-	eventually(t, 2*time.Minute, "every training node upgrade-done and uncordoned", func() (bool, string) {
-		for _, n := range training {
-			node := fe.node(t, n)
-			if node.Labels[config.LabelDriverUpgradeState] != config.UpgradeStateDone || node.Spec.Unschedulable {
-				return false, fe.upgradeStates(t, training)
-			}
-		}
-		return true, ""
-	})
+	fe.waitUpgradeDone(t, training, 2*time.Minute)
 	t.Logf("   pool upgraded %s after the sync began", time.Since(start).Round(time.Second))
 	stop()
 	w.mu.Lock()
