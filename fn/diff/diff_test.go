@@ -12,6 +12,16 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
+// containsAll fails t for each of wants that out lacks.
+func containsAll(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+}
+
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	goldentree.File(t, filepath.Join("testdata", name), got, *update)
@@ -43,15 +53,11 @@ func TestGuardrailsOff(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (%s)", code, stderr)
 	}
-	for _, want := range []string{
+	containsAll(t, out,
 		"**warning**: guardrails loosened: ValidatingAdmissionPolicy gpupolicy-node-guardrails no longer enforces:",
 		"**warning**: head policy spec.guardrails.enabled:",
 		"Removed: ValidatingAdmissionPolicy gpupolicy-node-guardrails",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("missing %q in:\n%s", want, out)
-		}
-	}
+	)
 }
 
 func TestUpgradeWindowAndFailOn(t *testing.T) {
@@ -145,17 +151,13 @@ func TestAllocationSwitch(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{
+	containsAll(t, out,
 		"allocation of node pool training changes from the device plugin to DRA",
 		"DeviceClass gpu.nvidia.com",
 		"device.attributes['gpu.nvidia.com'].type == 'mig'",
 		"DaemonSet gpu-system/gpu-dra-plugin-training",
 		"get,list,watch,create,update,patch,delete resourceslices (resource.k8s.io)",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("missing %q in:\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "node pool inference changes") {
 		t.Errorf("the inference pool did not move:\n%s", out)
 	}
@@ -170,15 +172,11 @@ func TestPoolDriverMove(t *testing.T) {
 		t.Fatalf("exit %d: %s\n%s", code, stderr, out)
 	}
 	golden(t, "pool-driver.md", []byte(out))
-	for _, want := range []string{
+	containsAll(t, out,
 		"**Moves driver (pool training) 580.82.07 → 580.105.08;",
 		"| driver (pool training) | `580.82.07` | `580.105.08` | **changed** |",
 		"new pod template for 1 OnDelete DaemonSet (gpu-driver-training)",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("missing %q in:\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "upgrade window") || strings.Contains(out, "Changed: DaemonSet gpu-system/gpu-driver —") {
 		t.Errorf("one pool's driver is one move, of its own DaemonSet only:\n%s", out)
 	}
