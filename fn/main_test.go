@@ -151,6 +151,40 @@ func TestRenderStopsOnSignal(t *testing.T) {
 	}
 }
 
+// TestKRMCallEndsOnSignal: the KRM call keeps the default action of SIGTERM and SIGINT, so
+// a function waiting for a ResourceList that never comes ends at once, killed by the signal,
+// with nothing on stdout. (With the render's handler it caught the first signal and waited on.)
+func TestKRMCallEndsOnSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		cmd := gpupolicyFn()
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stdout bytes.Buffer
+		cmd.Stdout = &stdout
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = stdin.Write([]byte("apiVersion: config.kubernetes.io/v1\n")) // then nothing: it blocks reading
+		time.Sleep(200 * time.Millisecond)
+		_ = cmd.Process.Signal(sig)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != sig || stdout.Len() != 0 {
+				t.Fatalf("%v: %v, stdout %q; want killed by the signal, nothing written", sig, err, stdout.String())
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("the KRM call kept waiting for stdin after %v", sig)
+		}
+		stdin.Close()
+	}
+}
+
 // TestRenderStopsOnAPipe: a render blocked on a FIFO nobody writes ends on the signal instead of
 // hanging with the signal caught — both while reading it (a writer opened it and sends nothing)
 // and while opening it (no writer yet: open(2) itself blocks).

@@ -13,21 +13,42 @@ import (
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/gpupolicy/gpupolicy/fn/pipeline"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
-// reference is the output as yaml.v3 writes it when the rendered objects are node trees in
-// the list (Object.Node plus the file annotations added to the tree): what the function
-// wrote before the objects were spliced in as text, and what Run must still write.
+// reference is the output as kpt's functions SDK reads the input and yaml.v3 writes the
+// list with the rendered objects as node trees (Object.Node plus the file annotations added
+// to the tree): what the function wrote when it read the list through the SDK and before the
+// objects were spliced in as text, and what Run must still write.
 func reference(t *testing.T, in []byte) []byte {
 	t.Helper()
 	rl, err := fn.ParseResourceList(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	items, objs, _, err := process(rl, validate.Options{Now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)})
-	if err != nil {
-		t.Fatal(err)
+	node := func(o *fn.KubeObject) *yaml.Node {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(o.String()), &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Content[0]
+	}
+	var items []*yaml.Node
+	var policy *fn.KubeObject
+	if rl.FunctionConfig.GetKind() == "GPUPolicy" {
+		policy = rl.FunctionConfig
+	}
+	for _, it := range rl.Items {
+		if it.GetKind() == "GPUPolicy" {
+			policy = it
+			continue
+		}
+		items = append(items, node(it))
+	}
+	_, objs, res := pipeline.Load([]byte(policy.String()), validate.Options{Now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)})
+	if res.HasErrors() {
+		t.Fatal(res.Text(""))
 	}
 	for _, o := range objs {
 		n, err := o.Node()
@@ -44,11 +65,31 @@ func reference(t *testing.T, in []byte) []byte {
 		sortPairs(ann)
 		items = append(items, n)
 	}
-	out, err := encode(rl, items, nil)
+	out := &resourceList{}
+	var sdk fn.Results
+	for _, x := range res.Sorted() {
+		r := &fn.Result{Severity: fn.Severity(x.Severity), Message: x.Message, ResourceRef: &fn.ResourceRef{
+			APIVersion: policy.GetAPIVersion(), Kind: policy.GetKind(), Name: policy.GetName(), Namespace: policy.GetNamespace()}}
+		if x.Field != "" {
+			r.Field = &fn.Field{Path: x.Field, CurrentValue: x.Value}
+		}
+		sdk = append(sdk, r)
+	}
+	if len(sdk) > 0 {
+		var n yaml.Node
+		if err := n.Encode(sdk); err != nil {
+			t.Fatal(err)
+		}
+		out.results = n.Content
+	}
+	if !rl.FunctionConfig.IsEmpty() {
+		out.functionConfig = node(rl.FunctionConfig)
+	}
+	text, err := encode(out, items, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return text
 }
 
 // mappingChild returns the mapping under key in m, adding an empty one at the end if absent.

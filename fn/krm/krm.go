@@ -10,8 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
-	"github.com/kptdev/krm-functions-sdk/go/fn"
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
@@ -42,12 +42,12 @@ func Run(stdin io.Reader, stdout, stderr io.Writer, opts validate.Options) int {
 		fmt.Fprintf(stderr, "gpupolicy-fn: %v\n", err)
 		return 1
 	}
-	rl, err := fn.ParseResourceList(in)
+	rl, err := parseResourceList(in)
 	if err != nil {
 		fmt.Fprintf(stderr, "gpupolicy-fn: stdin is not a KRM ResourceList (run gpupolicy-fn --help): %v\n", err)
 		return 1
 	}
-	items, objs, ok, err := process(rl, opts)
+	items, objs, ok, err := process(rl, len(in), opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "gpupolicy-fn: %v\n", err)
 		return 1
@@ -61,8 +61,8 @@ func Run(stdin io.Reader, stdout, stderr io.Writer, opts validate.Options) int {
 		return 1
 	}
 	if !ok {
-		for _, r := range rl.Results {
-			if r.Severity == fn.Error {
+		for _, r := range rl.out {
+			if r.Severity == severityError {
 				fmt.Fprintln(stderr, r.String())
 			}
 		}
@@ -71,36 +71,37 @@ func Run(stdin io.Reader, stdout, stderr io.Writer, opts validate.Options) int {
 	return 0
 }
 
-// process renders the one GPUPolicy of rl; results go to rl.Results. It returns the
+// process renders the one GPUPolicy of rl; its results go to rl.out. It returns the
 // passed-through items and the rendered objects. ok is false when a result is an error: then
 // both are empty (no half output).
-func process(rl *fn.ResourceList, opts validate.Options) (items []*yaml.Node, objs render.Objects, ok bool, err error) {
+func process(rl *resourceList, inputBytes int, opts validate.Options) (items []*yaml.Node, objs render.Objects, ok bool, err error) {
 	policy, rest, problem := findPolicy(rl)
 	if problem != nil {
-		rl.Results = append(rl.Results, problem)
+		rl.out = append(rl.out, problem)
 		return nil, nil, false, nil
 	}
-	text := policy.String()
-	if err := v1alpha1.CheckSize("the GPUPolicy", int64(len(text)), v1alpha1.MaxPolicyBytes); err != nil {
-		rl.Results = append(rl.Results, &fn.Result{Severity: fn.Error, Message: err.Error(), ResourceRef: ref(policy)})
-		return nil, nil, false, nil
+	// The policy is part of the input, so only a list over the limit can hold one over it;
+	// then it is measured as text, as a policy file would be.
+	if inputBytes > v1alpha1.MaxPolicyBytes {
+		text, err := yamlout.Encode(policy.Node)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("measuring the GPUPolicy: %w", err)
+		}
+		if err := v1alpha1.CheckSize("the GPUPolicy", int64(len(text)), v1alpha1.MaxPolicyBytes); err != nil {
+			rl.out = append(rl.out, &result{Severity: severityError, Message: err.Error(), ResourceRef: policy.ref()})
+			return nil, nil, false, nil
+		}
 	}
-	var node yaml.Node
-	if err := yaml.Unmarshal([]byte(text), &node); err != nil {
-		return nil, nil, false, fmt.Errorf("re-reading the GPUPolicy: %w", err)
-	}
-	_, objs, res := pipeline.LoadNode(&node, opts)
-	rl.Results = append(rl.Results, results(res, sourceOf(policy))...)
+	src := sourceOf(policy)
+	fromLine(policy.Node)
+	_, objs, res := pipeline.LoadNode(policy.Node, opts)
+	rl.out = append(rl.out, results(res, src)...)
 	if res.HasErrors() {
 		return nil, nil, false, nil
 	}
 	items = make([]*yaml.Node, 0, len(rest)+1)
 	for _, it := range rest {
-		n, err := objectNode(it.String())
-		if err != nil {
-			return nil, nil, false, fmt.Errorf("item %s: %w", it.ShortString(), err)
-		}
-		items = append(items, n)
+		items = append(items, it.Node)
 	}
 	return items, objs, true, nil
 }
@@ -116,18 +117,6 @@ func fileAnnotations(o render.Object) map[string]string {
 	}
 }
 
-// objectNode parses a passed-through item, keeping its comments.
-func objectNode(text string) (*yaml.Node, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
-		return nil, err
-	}
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
-		return doc.Content[0], nil
-	}
-	return &doc, nil
-}
-
 // renderedMarker stands in for the rendered objects in the items while yaml.v3 writes the
 // rest of the list; its line is then replaced by their text (render.Objects.AppendItems, the
 // same bytes yaml.v3 would write for them, without building and encoding their node trees).
@@ -135,7 +124,7 @@ const renderedMarker = "gpupolicy-fn-rendered-objects-b9d1c0e7"
 
 // encode writes the output ResourceList: items (passed through, then rendered), the
 // functionConfig as received, results.
-func encode(rl *fn.ResourceList, items []*yaml.Node, objs render.Objects) ([]byte, error) {
+func encode(rl *resourceList, items []*yaml.Node, objs render.Objects) ([]byte, error) {
 	if len(objs) > 0 {
 		items = append(items, &yaml.Node{Kind: yaml.ScalarNode, Value: renderedMarker})
 	}
@@ -147,19 +136,19 @@ func encode(rl *fn.ResourceList, items []*yaml.Node, objs render.Objects) ([]byt
 	add("apiVersion", scalar("config.kubernetes.io/v1"))
 	add("kind", scalar("ResourceList"))
 	add("items", &yaml.Node{Kind: yaml.SequenceNode, Content: items})
-	if fc := rl.FunctionConfig; fc != nil && !fc.IsEmpty() {
-		n, err := objectNode(fc.String())
-		if err != nil {
-			return nil, fmt.Errorf("functionConfig: %w", err)
-		}
-		add("functionConfig", n)
+	if rl.functionConfig != nil {
+		add("functionConfig", rl.functionConfig)
 	}
-	if len(rl.Results) > 0 {
-		n := &yaml.Node{}
-		if err := n.Encode(rl.Results); err != nil {
-			return nil, err
+	if len(rl.results)+len(rl.out) > 0 {
+		seq := &yaml.Node{Kind: yaml.SequenceNode, Content: slices.Clip(rl.results)}
+		for _, r := range rl.out {
+			n := &yaml.Node{}
+			if err := n.Encode(r); err != nil {
+				return nil, err
+			}
+			seq.Content = append(seq.Content, n)
 		}
-		add("results", n)
+		add("results", seq)
 	}
 	text, err := yamlout.Encode(root)
 	if err != nil {
@@ -183,26 +172,30 @@ func encode(rl *fn.ResourceList, items []*yaml.Node, objs render.Objects) ([]byt
 }
 
 // findPolicy returns the one GPUPolicy (functionConfig or item) and the other items.
-func findPolicy(rl *fn.ResourceList) (*fn.KubeObject, fn.KubeObjects, *fn.Result) {
-	var found []*fn.KubeObject
-	var rest fn.KubeObjects
-	fc := rl.FunctionConfig
-	if fc != nil && fc.GetKind() != "" {
+func findPolicy(rl *resourceList) (object, []object, *result) {
+	var found []object
+	var rest []object
+	var fc object
+	if rl.functionConfig != nil {
+		fc = object{rl.functionConfig}
+	}
+	if fc.Node != nil && fc.kind() != "" {
 		switch {
-		case fc.GetKind() == v1alpha1.Kind && !isPolicy(fc):
-			return nil, nil, &fn.Result{Severity: fn.Error, Message: fmt.Sprintf(
+		case fc.kind() == v1alpha1.Kind && !isPolicy(fc):
+			return object{}, nil, &result{Severity: severityError, Message: fmt.Sprintf(
 				"the functionConfig %s %q has apiVersion %s (group %q), not group %s: write apiVersion: %s",
-				fc.GetKind(), fc.GetName(), fc.GetAPIVersion(), fc.GroupKind().Group, v1alpha1.Group, v1alpha1.APIVersion),
-				ResourceRef: ref(fc)}
+				fc.kind(), fc.name(), fc.apiVersion(), fc.group(), v1alpha1.Group, v1alpha1.APIVersion),
+				ResourceRef: fc.ref()}
 		case !isPolicy(fc):
-			return nil, nil, &fn.Result{Severity: fn.Error, Message: fmt.Sprintf(
+			return object{}, nil, &result{Severity: severityError, Message: fmt.Sprintf(
 				"the functionConfig is a %s %q (apiVersion %s), not a %s (apiVersion %s): point the generator (kustomize) or configPath (kpt) at a GPUPolicy file",
-				fc.GetKind(), fc.GetName(), fc.GetAPIVersion(), v1alpha1.Kind, v1alpha1.APIVersion),
-				ResourceRef: ref(fc)}
+				fc.kind(), fc.name(), fc.apiVersion(), v1alpha1.Kind, v1alpha1.APIVersion),
+				ResourceRef: fc.ref()}
 		}
 		found = append(found, fc)
 	}
-	for _, it := range rl.Items {
+	for _, n := range rl.items {
+		it := object{n}
 		switch {
 		case !isPolicy(it):
 			rest = append(rest, it)
@@ -215,24 +208,24 @@ func findPolicy(rl *fn.ResourceList) (*fn.KubeObject, fn.KubeObjects, *fn.Result
 	}
 	switch len(found) {
 	case 0:
-		return nil, nil, &fn.Result{Severity: fn.Error, Message: errNoPolicy.Error()}
+		return object{}, nil, &result{Severity: severityError, Message: errNoPolicy.Error()}
 	case 1:
 		return found[0], rest, nil
 	}
-	return nil, nil, &fn.Result{Severity: fn.Error, ResourceRef: ref(found[1]), Message: fmt.Sprintf(
+	return object{}, nil, &result{Severity: severityError, ResourceRef: found[1].ref(), Message: fmt.Sprintf(
 		"found %d GPUPolicy objects (%s and %s): one function call renders one policy; give each its own generator",
-		len(found), found[0].GetName(), found[1].GetName())}
+		len(found), found[0].name(), found[1].name())}
 }
 
 var errNoPolicy = errors.New("no GPUPolicy found: give it as the functionConfig (kustomize generators: [policy.yaml]; kpt: configPath) or as an input item (apiVersion: " + v1alpha1.APIVersion + ", kind: " + v1alpha1.Kind + ")")
 
 // isPolicy matches the kind in the gpupolicy.dev group at any version, so a wrong version is
 // reported by the decoder with the version to write instead of being passed through.
-func isPolicy(o *fn.KubeObject) bool {
-	return o.GetKind() == v1alpha1.Kind && o.GroupKind().Group == v1alpha1.Group
+func isPolicy(o object) bool {
+	return o.kind() == v1alpha1.Kind && o.group() == v1alpha1.Group
 }
 
-func sameObject(a, b *fn.KubeObject) bool {
-	return a.GetAPIVersion() == b.GetAPIVersion() && a.GetKind() == b.GetKind() &&
-		a.GetName() == b.GetName() && a.GetNamespace() == b.GetNamespace()
+func sameObject(a, b object) bool {
+	return a.apiVersion() == b.apiVersion() && a.kind() == b.kind() &&
+		a.name() == b.name() && a.namespace() == b.namespace()
 }

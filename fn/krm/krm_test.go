@@ -2,6 +2,7 @@ package krm_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -152,10 +153,61 @@ func TestWrongFunctionConfig(t *testing.T) {
 	}
 }
 
+// TestNotAResourceList: input that is not one ResourceList is refused with what it holds
+// instead, nothing on stdout.
 func TestNotAResourceList(t *testing.T) {
+	const head = "kind: ResourceList\n"
+	for in, want := range map[string]string{
+		"kind: Deployment\n":     `its kind is "Deployment", not ResourceList`,
+		"":                       "it holds no YAML document",
+		"- a\n":                  "the document is a list, not a mapping with kind: ResourceList",
+		head + "---\n" + head:    "more than one YAML document",
+		head + "items: {a: b}\n": "items is a mapping, not a list of objects",
+		head + "items: [3]\n":    `items[0] is the scalar "3", not an object`,
+		head + "items: []\nfunctionConfig: [a]\n":    "functionConfig is a list, not an object",
+		head + "items: []\nfunctionConfig: {a: [}\n": "yaml: line ",
+	} {
+		var out, errb bytes.Buffer
+		code := krm.Run(strings.NewReader(in), &out, &errb, opts)
+		if code != 1 || out.Len() != 0 || !strings.Contains(errb.String(), "stdin is not a KRM ResourceList") || !strings.Contains(errb.String(), want) {
+			t.Errorf("%q: exit %d, stdout %d bytes, stderr %q; want 1, nothing, %q", in, code, out.Len(), errb.String(), want)
+		}
+	}
+}
+
+// TestEarlierResultsKept: results an earlier function of a kpt pipeline left stay, before
+// this function's, as a block list (the encoder's style for an empty list is flow).
+func TestEarlierResultsKept(t *testing.T) {
+	in := "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\nfunctionConfig:\n" + indent(policy(t), "  ") +
+		"\nresults:\n- message: checked by an earlier function\n  severity: info\n"
 	var out, errb bytes.Buffer
-	if code := krm.Run(strings.NewReader("kind: Deployment\n"), &out, &errb, opts); code != 1 || errb.Len() == 0 {
-		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	if code := krm.Run(strings.NewReader(in), &out, &errb, opts); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "\nresults:\n- message: checked by an earlier function\n  severity: info\n") {
+		t.Fatalf("earlier result not kept as it came:\n%s", out.String()[max(0, out.Len()-400):])
+	}
+	rl, err := fn.ParseResourceList(out.Bytes())
+	if err != nil || len(rl.Results) == 0 || rl.Results[0].Message != "checked by an earlier function" {
+		t.Fatalf("results %v, %v", rl.Results, err)
+	}
+}
+
+// TestLinesCountFromThePolicy: a decode error names the line in the policy itself, wherever
+// the policy sits in the ResourceList (functionConfig after items, or an item).
+func TestLinesCountFromThePolicy(t *testing.T) {
+	p := policy(t)
+	bad := strings.Replace(p, "  cuda:\n", "  exporter:\n    prot: 9400\n  cuda:\n", 1)
+	line := strings.Count(bad[:strings.Index(bad, "    prot:")], "\n") + 1
+	want := fmt.Sprintf("at line %d;", line)
+	for name, in := range map[string]string{
+		"functionConfig": "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n" + passthrough + "functionConfig:\n" + indent(bad, "  ") + "\n",
+		"item":           "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n" + passthrough + indent("- "+strings.ReplaceAll(bad, "\n", "\n  "), "  ") + "\n",
+	} {
+		rl, code, _ := run(t, in)
+		if code != 1 || len(rl.Results) == 0 || !strings.Contains(rl.Results[0].Message, want) {
+			t.Errorf("as %s: exit %d, results %v; want a message with %q", name, code, rl.Results, want)
+		}
 	}
 }
 

@@ -2,8 +2,8 @@ package krm
 
 import (
 	"fmt"
-
-	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"strconv"
+	"strings"
 
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
@@ -18,44 +18,96 @@ const (
 	annotationLegacyIndex = "config.kubernetes.io/index"
 )
 
+// result is one entry of the ResourceList's results, the KRM functions spec's fields in the
+// order kpt writes them.
+type result struct {
+	Message     string       `yaml:"message,omitempty"`
+	Severity    string       `yaml:"severity,omitempty"`
+	ResourceRef *resourceRef `yaml:"resourceRef,omitempty"`
+	Field       *field       `yaml:"field,omitempty"`
+	File        *file        `yaml:"file,omitempty"`
+}
+
+type resourceRef struct {
+	APIVersion string `yaml:"apiVersion,omitempty"`
+	Kind       string `yaml:"kind,omitempty"`
+	Name       string `yaml:"name,omitempty"`
+	Namespace  string `yaml:"namespace,omitempty"`
+}
+
+type field struct {
+	Path         string `yaml:"path,omitempty"`
+	CurrentValue any    `yaml:"currentValue,omitempty"`
+}
+
+type file struct {
+	Path  string `yaml:"path,omitempty"`
+	Index int    `yaml:"index,omitempty"`
+}
+
+// Severities are the spec's words, which validate uses too.
+const severityError = string(validate.SeverityError)
+
+// String is the result as kpt prints it: [severity] apiVersion/kind/namespace/name field: message.
+func (r *result) String() string {
+	sev := r.Severity
+	if sev == "" {
+		sev = string(validate.SeverityInfo)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%s]", sev)
+	if ref := r.ResourceRef; ref != nil {
+		var id []string
+		for _, s := range []string{ref.APIVersion, ref.Kind, ref.Namespace, ref.Name} {
+			if s != "" {
+				id = append(id, s)
+			}
+		}
+		if len(id) > 0 {
+			b.WriteString(" " + strings.Join(id, "/"))
+		}
+	}
+	if r.Field != nil {
+		b.WriteString(" " + r.Field.Path)
+	}
+	b.WriteString(": " + r.Message)
+	return b.String()
+}
+
 // source says where the policy came from, for the resourceRef and file of its results.
 type source struct {
 	file  string
 	index int
-	ref   *fn.ResourceRef
+	ref   *resourceRef
 }
 
 // sourceOf describes a KRM input item from its identity and file annotations.
-func sourceOf(obj *fn.KubeObject) source {
-	src := source{ref: ref(obj), file: obj.GetAnnotation(annotationPath)}
+func sourceOf(obj object) source {
+	src := source{ref: obj.ref(), file: obj.annotation(annotationPath)}
 	if src.file == "" {
-		src.file = obj.GetAnnotation(annotationLegacyPath)
+		src.file = obj.annotation(annotationLegacyPath)
 	}
-	fmt.Sscan(obj.GetAnnotation(annotationIndex), &src.index) //nolint:errcheck // absent index stays 0
+	src.index, _ = strconv.Atoi(obj.annotation(annotationIndex)) // an absent index stays 0
 	return src
 }
 
 // results converts a policy's problems into KRM function results, in the order the CLI
 // prints them (validate.Results.Sorted); the severities are the spec's own words.
-func results(res validate.Results, src source) fn.Results {
-	out := make(fn.Results, 0, len(res))
+func results(res validate.Results, src source) []*result {
+	out := make([]*result, 0, len(res))
 	for _, x := range res.Sorted() {
-		r := &fn.Result{Severity: fn.Severity(x.Severity), Message: x.Message}
+		r := &result{Severity: string(x.Severity), Message: x.Message}
 		if src.ref != nil {
 			rr := *src.ref
 			r.ResourceRef = &rr
 		}
 		if x.Field != "" {
-			r.Field = &fn.Field{Path: x.Field, CurrentValue: x.Value}
+			r.Field = &field{Path: x.Field, CurrentValue: x.Value}
 		}
 		if src.file != "" {
-			r.File = &fn.File{Path: src.file, Index: src.index}
+			r.File = &file{Path: src.file, Index: src.index}
 		}
 		out = append(out, r)
 	}
 	return out
-}
-
-func ref(o *fn.KubeObject) *fn.ResourceRef {
-	return &fn.ResourceRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), Namespace: o.GetNamespace()}
 }

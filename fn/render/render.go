@@ -52,6 +52,11 @@ type Object struct {
 	// audit and diff summaries.
 	Component string
 	Obj       KubeObject
+
+	// data is Obj as Map makes it, kept by the size check at the end of rendering so the
+	// writers (YAML, AppendItems) do not build it a second time. Map itself always builds it
+	// afresh, for callers that edit the result.
+	data map[string]any
 }
 
 // Objects in output order.

@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"maps"
 
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,10 +17,24 @@ func (o Object) Map() (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o, err)
 	}
-	// A rendered object has no status; the API server owns it.
+	return finish(m), nil
+}
+
+// finish makes an object's JSON data the written form: a rendered object has no status (the
+// API server owns it) and no creationTimestamp: null.
+func finish(m map[string]any) map[string]any {
 	delete(m, "status")
 	dropNullTimestamps(m)
-	return m, nil
+	return m
+}
+
+// written is Map for the writers, which do not change it: the data the size check kept
+// when render made the object, else built now.
+func (o Object) written() (map[string]any, error) {
+	if o.data != nil {
+		return o.data, nil
+	}
+	return o.Map()
 }
 
 // Node is the object as a YAML node tree, for callers that edit or embed it. (The KRM
@@ -52,7 +67,7 @@ func dropNullTimestamps(v any) {
 
 // YAML is one document with sorted keys.
 func (o Object) YAML() ([]byte, error) {
-	m, err := o.Map()
+	m, err := o.written()
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +87,7 @@ func (o Object) Unstructured() (*unstructured.Unstructured, error) {
 func (objs Objects) YAML() ([]byte, error) {
 	w := yamlout.NewWriter(yamlout.Documents, make([]byte, 0, 4096*len(objs)))
 	for _, o := range objs {
-		m, err := o.Map()
+		m, err := o.written()
 		if err != nil {
 			return nil, err
 		}
@@ -90,13 +105,13 @@ func (objs Objects) YAML() ([]byte, error) {
 func (objs Objects) AppendItems(dst []byte, annotate func(Object) map[string]string) ([]byte, error) {
 	w := yamlout.NewWriter(yamlout.Items, dst)
 	for _, o := range objs {
-		m, err := o.Map()
+		m, err := o.written()
 		if err != nil {
 			return nil, err
 		}
 		if annotate != nil {
 			if kv := annotate(o); len(kv) > 0 {
-				if err := setAnnotations(m, kv); err != nil {
+				if m, err = withAnnotations(m, kv); err != nil {
 					return nil, fmt.Errorf("%s: %w", o, err)
 				}
 			}
@@ -108,30 +123,36 @@ func (objs Objects) AppendItems(dst []byte, annotate func(Object) map[string]str
 	return w.Bytes(), nil
 }
 
-// setAnnotations adds annotations to metadata.annotations. Where the object has none yet,
-// the new mapping goes after metadata's other keys, not in key order (yamlout.LastKey): that
-// is where the node-tree edit of the KRM function's output always put it, and its bytes stay
-// the same.
-func setAnnotations(m map[string]any, kv map[string]string) error {
+// withAnnotations is m with annotations added to metadata.annotations; m itself is not
+// changed (it may be the data render kept), only the maps on the way are copied. Where the
+// object has none yet, the new mapping goes after metadata's other keys, not in key order
+// (yamlout.LastKey): that is where the node-tree edit of the KRM function's output always put
+// it, and its bytes stay the same.
+func withAnnotations(m map[string]any, kv map[string]string) (map[string]any, error) {
 	meta, ok := m["metadata"].(map[string]any)
 	if !ok {
-		return fmt.Errorf("no metadata to annotate")
+		return nil, fmt.Errorf("no metadata to annotate")
 	}
-	if ann, ok := meta["annotations"].(map[string]any); ok {
+	out := maps.Clone(m)
+	if old, ok := meta["annotations"].(map[string]any); ok {
+		ann := maps.Clone(old)
 		for k, v := range kv {
 			ann[k] = v
 		}
-		return nil
+		meta = maps.Clone(meta)
+		meta["annotations"] = ann
+		out["metadata"] = meta
+		return out, nil
 	}
 	if _, ok := meta["annotations"]; ok {
-		return fmt.Errorf("metadata.annotations is not a mapping")
+		return nil, fmt.Errorf("metadata.annotations is not a mapping")
 	}
 	ann := make(map[string]any, len(kv))
 	for k, v := range kv {
 		ann[k] = v
 	}
-	m["metadata"] = yamlout.LastKey{Map: meta, Key: "annotations", Value: ann}
-	return nil
+	out["metadata"] = yamlout.LastKey{Map: meta, Key: "annotations", Value: ann}
+	return out, nil
 }
 
 // Unstructured converts every object.

@@ -24,7 +24,7 @@ const (
 // and the limit.
 func checkSizes(objs Objects) error {
 	var errs []error
-	for _, o := range objs {
+	for i, o := range objs {
 		if cm, ok := o.Obj.(*corev1.ConfigMap); ok {
 			if n := configMapDataBytes(cm); n > MaxConfigMapDataBytes {
 				errs = append(errs, fmt.Errorf("%s holds %s of data, over the API server's limit of %s for a ConfigMap: it would render but never apply; make the policy smaller (fewer node pools, shorter selectors)",
@@ -32,7 +32,13 @@ func checkSizes(objs Objects) error {
 				continue
 			}
 		}
-		n, err := jsonSize(o.Obj)
+		// The size is counted from the object's data, not written (every object is written
+		// once more anyway), and that data is kept for the writing.
+		m, err := yamlout.Map(o.Obj)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o, err)
+		}
+		n, err := yamlout.DataJSONSize(m)
 		if err != nil {
 			return fmt.Errorf("%s: %w", o, err)
 		}
@@ -40,15 +46,10 @@ func checkSizes(objs Objects) error {
 			errs = append(errs, fmt.Errorf("%s is %s as JSON, over the API server's limit of %s for one object (etcd's --max-request-bytes default): it would render but never apply; make the policy smaller (fewer node pools, selectors, tolerations or pull secrets)",
 				o, sizeText(n), sizeText(MaxObjectBytes)))
 		}
+		objs[i].data = finish(m)
 	}
 	return errors.Join(errs...)
 }
-
-// jsonSize is the length of v's JSON encoding, counted rather than written: every object is
-// encoded again when it is written, so holding the bytes here would double the render's memory
-// for nothing, and counting from its data skips encoding/json's encoder build for every type
-// the object could hold (see yamlout's data).
-func jsonSize(v any) (int, error) { return yamlout.JSONSize(v) }
 
 func configMapDataBytes(cm *corev1.ConfigMap) int {
 	n := 0

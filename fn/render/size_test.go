@@ -8,6 +8,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpupolicy/gpupolicy/fn/internal/yamlout"
 )
 
 // TestCheckSizesNamesObjectAndLimit: an object over etcd's request limit, or a ConfigMap over
@@ -38,7 +40,7 @@ func TestCheckSizesNamesObjectAndLimit(t *testing.T) {
 	}
 }
 
-// jsonSize counts exactly what json.Marshal would return, HTML escapes included.
+// yamlout.JSONSize counts exactly what json.Marshal would return, HTML escapes included.
 func TestJSONSizeIsMarshalLength(t *testing.T) {
 	for _, v := range []any{
 		&corev1.ConfigMap{Data: map[string]string{"a": "<b>&é\u2028"}},
@@ -48,8 +50,8 @@ func TestJSONSizeIsMarshalLength(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n, err := jsonSize(v); err != nil || n != len(b) {
-			t.Errorf("%T: jsonSize %d, %v; json.Marshal %d bytes", v, n, err, len(b))
+		if n, err := yamlout.JSONSize(v); err != nil || n != len(b) {
+			t.Errorf("%T: JSONSize %d, %v; json.Marshal %d bytes", v, n, err, len(b))
 		}
 	}
 }

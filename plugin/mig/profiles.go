@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 )
 
 // Slices of one GPU: 7 compute slices and 8 memory slices on every MIG-capable model of the
@@ -116,12 +117,15 @@ type ProfileName struct {
 // profilePattern is "<n>g.<m>gb" with the suffixes NVML names (media engines included,
 // all media engines, none, graphics). The compute-instance form "<c>c.<n>g.<m>gb" is not
 // accepted: the agent creates one compute instance spanning each GPU instance, as
-// mig-parted does for a plain profile.
-var profilePattern = regexp.MustCompile(`^([1-9])g\.([1-9][0-9]{0,3})gb(\+me|\+me\.all|-me|\+gfx)?$`)
+// mig-parted does for a plain profile. It is compiled on first use: gpupolicy-fn links this
+// package for every policy, and only MIG policies read a profile name.
+var profilePattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([1-9])g\.([1-9][0-9]{0,3})gb(\+me|\+me\.all|-me|\+gfx)?$`)
+})
 
 // ParseProfile reads a profile name such as "1g.10gb" or "1g.10gb+me".
 func ParseProfile(s string) (ProfileName, error) {
-	m := profilePattern.FindStringSubmatch(s)
+	m := profilePattern().FindStringSubmatch(s)
 	if m == nil {
 		return ProfileName{}, fmt.Errorf("%q is not a MIG profile name: write <slices>g.<memory>gb with an optional +me, +me.all, -me or +gfx, e.g. \"1g.10gb\" or \"3g.40gb\"", s)
 	}

@@ -20,12 +20,19 @@ import (
 // Main runs gpupolicy-fn with the process's arguments and standard streams and returns the
 // exit code.
 func Main() int {
+	args := os.Args[1:]
+	if len(args) == 0 {
+		// The KRM call writes its output once, at the end, and leaves no file behind: a
+		// signal may end it at once (the default action), with no handler goroutine and the
+		// threads it takes (three of six) started in every call.
+		oneShotGC()
+		return cli.Main(context.Background(), args, os.Stdin, os.Stdout, os.Stderr)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The first signal cancels ctx and the command winds down (render: "interrupted", the
 	// output untouched); a second one then ends the process at once.
 	context.AfterFunc(ctx, stop)
-	args := os.Args[1:]
-	if len(args) == 0 || args[0] == "render" {
+	if args[0] == "render" {
 		oneShotGC()
 	}
 	code := cli.Main(ctx, args, os.Stdin, os.Stdout, os.Stderr)

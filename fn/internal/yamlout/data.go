@@ -381,10 +381,12 @@ func JSONSize(v any) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return jsonLen(m)
+	return DataJSONSize(m)
 }
 
-func jsonLen(v any) (int, error) {
+// DataJSONSize is JSONSize of data Map made (maps, slices, strings, numbers), for a caller
+// that keeps the data.
+func DataJSONSize(v any) (int, error) {
 	switch t := v.(type) {
 	case nil:
 		return len("null"), nil
@@ -404,7 +406,7 @@ func jsonLen(v any) (int, error) {
 	case []any:
 		n := 2 + max(len(t)-1, 0) // [ ] and the commas
 		for _, x := range t {
-			l, err := jsonLen(x)
+			l, err := DataJSONSize(x)
 			if err != nil {
 				return 0, err
 			}
@@ -414,7 +416,7 @@ func jsonLen(v any) (int, error) {
 	case map[string]any:
 		n := 2 + max(len(t)-1, 0) // { } and the commas
 		for k, x := range t {
-			l, err := jsonLen(x)
+			l, err := DataJSONSize(x)
 			if err != nil {
 				return 0, err
 			}

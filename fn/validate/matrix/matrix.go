@@ -1,23 +1,18 @@
 // Package matrix is the version matrix of the GPU stack: which driver a CUDA major needs, how
 // long a driver branch is supported, what each containerd minor and toolkit version can do, and
-// which Kubernetes minors the rendered output supports. The facts live in matrix.yaml (embedded),
-// each with its source, so they can be reviewed and updated as data; this file only loads and
-// looks them up.
+// which Kubernetes minors the rendered output supports. The facts live in matrix.yaml, each with
+// its source, so they can be reviewed and updated as data; table.go is that file compiled in
+// (generated and kept current by TestTableIsMatrixYAML); this file loads and looks them up.
 package matrix
 
 import (
-	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"sigs.k8s.io/yaml"
 )
-
-//go:embed matrix.yaml
-var data []byte
 
 // Matrix is the whole table.
 type Matrix struct {
@@ -84,20 +79,8 @@ const (
 	FeatureContainerdDropIn = "containerd-drop-in"
 )
 
-// table is parsed on first use, not at init: every gpupolicy-fn process pays the init of
-// every linked package, and `version` or `doctor` need not parse it.
-var table = sync.OnceValue(func() *Matrix { return mustLoad(data) })
-
-// Default is the embedded matrix.
-func Default() *Matrix { return table() }
-
-func mustLoad(b []byte) *Matrix {
-	m, err := Load(b)
-	if err != nil {
-		panic("matrix.yaml: " + err.Error()) // a broken embedded table is a build defect; tests catch it
-	}
-	return m
-}
+// Default is the version matrix of matrix.yaml, compiled in (table.go).
+func Default() *Matrix { return &table }
 
 // Load parses a matrix document strictly and checks that every fact is well formed and sourced.
 func Load(b []byte) (*Matrix, error) {
