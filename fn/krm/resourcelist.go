@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 )
 
 // resourceList is a KRM ResourceList as yaml.v3 reads it: the nodes of its items and
@@ -121,19 +123,15 @@ func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
+// kindName is v1alpha1.KindName with a scalar's value: what stands where an object should.
 func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.ScalarNode:
-		if isNull(n) {
-			return "empty"
-		}
-		return fmt.Sprintf("the scalar %q", n.Value)
+	if n.Kind != yaml.ScalarNode {
+		return v1alpha1.KindName(n)
 	}
-	return "not an object"
+	if isNull(n) {
+		return "empty"
+	}
+	return fmt.Sprintf("the scalar %q", n.Value)
 }
 
 // object is a mapping node read as a Kubernetes object: its identity and annotations.

@@ -105,7 +105,7 @@ func DecodeNode(n *yaml.Node) (*GPUPolicy, error) {
 	}
 	p := &GPUPolicy{}
 	if n.Kind != yaml.MappingNode {
-		return nil, FieldErrors{field.TypeInvalid(field.NewPath("<document>"), kindName(n), "a GPUPolicy must be a YAML mapping with apiVersion, kind, metadata and spec")}
+		return nil, FieldErrors{field.TypeInvalid(field.NewPath("<document>"), KindName(n), "a GPUPolicy must be a YAML mapping with apiVersion, kind, metadata and spec")}
 	}
 	d := &decoder{budget: maxDecodedValues, merging: map[*yaml.Node]bool{}}
 	d.value(n, reflect.ValueOf(p).Elem(), nil, nil)
@@ -376,7 +376,7 @@ func (d *decoder) pairs(n *yaml.Node, fp *field.Path, childPath func(string) *fi
 			merge = val
 			continue
 		case k.Kind != yaml.ScalarNode:
-			d.add(field.Invalid(fp, kindName(k), fmt.Sprintf("line %d: keys must be plain strings", k.Line)))
+			d.add(field.Invalid(fp, KindName(k), fmt.Sprintf("line %d: keys must be plain strings", k.Line)))
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
@@ -417,7 +417,7 @@ func (d *decoder) pairs(n *yaml.Node, fp *field.Path, childPath func(string) *fi
 // mergeSources are the mappings a merge key's value names, in the order they take effect.
 func (d *decoder) mergeSources(v *yaml.Node, fp *field.Path) []*yaml.Node {
 	wrong := func(n *yaml.Node) []*yaml.Node {
-		d.add(field.Invalid(fp, "<<", fmt.Sprintf("line %d: a merge key (<<) takes a mapping, an alias of one (*base) or a list of aliases ([*a, *b]), not %s", n.Line, kindName(n))))
+		d.add(field.Invalid(fp, "<<", fmt.Sprintf("line %d: a merge key (<<) takes a mapping, an alias of one (*base) or a list of aliases ([*a, *b]), not %s", n.Line, KindName(n))))
 		return nil
 	}
 	resolve := func(n *yaml.Node) *yaml.Node {
@@ -535,14 +535,15 @@ func stringError(p *field.Path, n *yaml.Node) *field.Error {
 }
 
 func typeError(p *field.Path, n *yaml.Node, want string) *field.Error {
-	got := kindName(n)
+	got := KindName(n)
 	if n.Kind == yaml.ScalarNode {
 		got = fmt.Sprintf("%s %q", strings.TrimPrefix(n.Tag, "!!"), n.Value)
 	}
 	return field.TypeInvalid(p, got, fmt.Sprintf("line %d: must be %s", n.Line, want))
 }
 
-func kindName(n *yaml.Node) string {
+// KindName names the kind of a YAML node for messages: "a mapping", "a list", "a scalar".
+func KindName(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"
