@@ -48,7 +48,7 @@ func parseResourceList(in []byte) (*resourceList, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("the document is %s, not a mapping with kind: ResourceList", kindName(root))
 	}
-	if k := scalar(root, "kind"); k != "ResourceList" {
+	if k := valueAt(root, "kind"); k != "ResourceList" {
 		return nil, fmt.Errorf("its kind is %q, not ResourceList", k)
 	}
 	rl := &resourceList{}
@@ -105,8 +105,8 @@ func lookup(m *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// scalar returns the scalar value under the dotted path in mapping m, or "".
-func scalar(m *yaml.Node, path string) string {
+// valueAt returns the scalar value under the dotted path in mapping m, or "".
+func valueAt(m *yaml.Node, path string) string {
 	n := m
 	for key := range strings.SplitSeq(path, ".") {
 		if n = lookup(n, key); n == nil {
@@ -137,10 +137,10 @@ func kindName(n *yaml.Node) string {
 // object is a mapping node read as a Kubernetes object: its identity and annotations.
 type object struct{ *yaml.Node }
 
-func (o object) apiVersion() string { return scalar(o.Node, "apiVersion") }
-func (o object) kind() string       { return scalar(o.Node, "kind") }
-func (o object) name() string       { return scalar(o.Node, "metadata.name") }
-func (o object) namespace() string  { return scalar(o.Node, "metadata.namespace") }
+func (o object) apiVersion() string { return valueAt(o.Node, "apiVersion") }
+func (o object) kind() string       { return valueAt(o.Node, "kind") }
+func (o object) name() string       { return valueAt(o.Node, "metadata.name") }
+func (o object) namespace() string  { return valueAt(o.Node, "metadata.namespace") }
 
 // group is the API group of apiVersion: "" for the core group ("v1").
 func (o object) group() string {
