@@ -62,6 +62,7 @@ func agentMIG(np *v1alpha1.NodePool) *config.AgentMIG {
 		Layout:     np.MIG.GetLayout(),
 		Layouts:    slices.Sorted(maps.Keys(np.MIG.Layouts)),
 		ConfigFile: config.MIGConfigFile(np.Name),
+		GPUProduct: np.MIG.GPUProduct,
 	}
 }
 

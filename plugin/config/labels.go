@@ -123,3 +123,25 @@ func SetByStack(key string) string {
 	}
 	return ""
 }
+
+// ProductLabel is the LabelGPUProduct value of an NVML device name ("NVIDIA A100-SXM4-80GB" →
+// "NVIDIA-A100-SXM4-80GB"), as gpu-feature-discovery writes it: the labels step writes it and
+// the MIG step compares a pool's gpuProduct with it.
+func ProductLabel(name string) string {
+	const maxLabelValueLength = 63
+	s := strings.Join(strings.Fields(name), "-")
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-_.")
+	if len(out) > maxLabelValueLength {
+		out = strings.TrimRight(out[:maxLabelValueLength], "-_.")
+	}
+	return out
+}

@@ -55,6 +55,9 @@ type AgentMIG struct {
 	Layouts []string `json:"layouts"`
 	// ConfigFile is the pool's file in MIGConfigMap (mounted at MIGConfigDir).
 	ConfigFile string `json:"configFile"`
+	// GPUProduct is the model the layouts were checked for (the pool's gpuProduct, a
+	// LabelGPUProduct value); the step changes no GPU of another model. "": not checked.
+	GPUProduct string `json:"gpuProduct,omitempty"`
 }
 
 // MIGFor is the MIG settings of the pool a node with these labels is in, or nil.

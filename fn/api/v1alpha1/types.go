@@ -284,7 +284,8 @@ type NodePool struct {
 type MIG struct {
 	// GPUProduct is the pool's GPU model by its product label (nvidia.com/gpu.product, e.g.
 	// NVIDIA-A100-SXM4-80GB). When set, every profile and count is checked against the
-	// model's supported profiles and placements; unset, only the names and the slices of one GPU
+	// model's supported profiles and placements, and the node agent changes no GPU of another
+	// model (the layout fails, naming both); unset, only the names and the slices of one GPU
 	// are checked.
 	GPUProduct string `json:"gpuProduct,omitempty"`
 	// Layout is the layout the pool's nodes get unless their label nvidia.com/mig.config names

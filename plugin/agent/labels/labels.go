@@ -43,8 +43,6 @@ const (
 const (
 	sharingTimeSlicing   = "time-slicing"
 	sharingNone          = "none"
-	maxLabelValueLength  = 63
-	productSeparator     = "-"
 	unknownFamily        = "undefined"
 	migNotSupportedValue = "false"
 )
@@ -79,25 +77,6 @@ func family(major, minor int) string {
 		return "blackwell"
 	}
 	return unknownFamily
-}
-
-// sanitize turns a product name into a label value like gpu-feature-discovery does.
-func sanitize(s string) string {
-	s = strings.Join(strings.Fields(s), productSeparator)
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-			b.WriteRune(r)
-		default:
-			b.WriteRune('-')
-		}
-	}
-	out := strings.Trim(b.String(), "-_.")
-	if len(out) > maxLabelValueLength {
-		out = strings.TrimRight(out[:maxLabelValueLength], "-_.")
-	}
-	return out
 }
 
 // FromNVML computes the labels for a node with the given device plugin settings. GPU labels
@@ -157,7 +136,7 @@ func deviceLabels(lib nvml.Interface, out map[string]string) error {
 	if ret != nvml.SUCCESS {
 		return nvmlError("DeviceGetName", ret)
 	}
-	out[Product] = sanitize(name)
+	out[Product] = config.ProductLabel(name)
 	mem, ret := dev.GetMemoryInfo()
 	if ret != nvml.SUCCESS {
 		return nvmlError("DeviceGetMemoryInfo", ret)

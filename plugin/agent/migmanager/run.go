@@ -118,6 +118,11 @@ func (m *Manager) decide(ctx context.Context, node *corev1.Node) Outcome {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if pm.GPUProduct != "" {
+		if err := checkProduct(m.Lib, layout, pm.GPUProduct); err != nil {
+			return fail("layout %s: %v", layoutName, err)
+		}
+	}
 	inPlace, err := InPlace(m.Lib, layout)
 	if err != nil {
 		return fail("reading the GPUs: %v", err)

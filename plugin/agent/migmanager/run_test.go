@@ -259,6 +259,35 @@ func TestUndeclaredLayoutFails(t *testing.T) {
 	}
 }
 
+// TestLayoutForAnotherModelChangesNoGPU: a pool whose layouts were checked for one model
+// (gpuProduct) meets GPUs of another: state failed naming the pool's model and each GPU's, no
+// GPU repartitioned; with the node's own model the layout is applied.
+func TestLayoutForAnotherModelChangesNoGPU(t *testing.T) {
+	f := newFixture(t, map[string]string{})
+	f.mgr.Config.NodePools[0].MIG.GPUProduct = "NVIDIA-A100-SXM4-80GB" // the mock's GPUs are 40GB
+	f.reconcileGate(t)
+	out := f.mig(t, config.MIGStateFailed)
+	for _, want := range []string{"layout balanced: the pool's layouts were checked for NVIDIA-A100-SXM4-80GB (its gpuProduct)",
+		"GPUs 0, 1, 2, 3, 4, 5, 6, 7 are NVIDIA-A100-SXM4-40GB", "no GPU was changed", "nodeSelector on nvidia.com/gpu.product"} {
+		if !strings.Contains(out.Message, want) {
+			t.Errorf("message %q lacks %q", out.Message, want)
+		}
+	}
+	if len(out.Changed) > 0 {
+		t.Fatalf("GPUs %v repartitioned", out.Changed)
+	}
+	for i := range 8 {
+		d, _ := f.mgr.Lib.DeviceGetHandleByIndex(i)
+		if mode, _, _ := d.GetMigMode(); mode != 0 {
+			t.Fatalf("GPU %d has MIG mode %d after a refused layout", i, mode)
+		}
+	}
+	f.mgr.Config.NodePools[0].MIG.GPUProduct = "NVIDIA-A100-SXM4-40GB"
+	if out := f.mig(t, config.MIGStateSuccess); len(out.Changed) != 8 {
+		t.Fatalf("with the node's model: GPUs %v repartitioned, want all 8", out.Changed)
+	}
+}
+
 // A node outside every MIG pool: the step does nothing, the gate opens as without MIG.
 func TestNodeWithoutMIGPool(t *testing.T) {
 	f := newFixture(t, map[string]string{})

@@ -42,7 +42,7 @@ func TestEveryMetricWithLabelsOnDGXA100(t *testing.T) {
 			pci, _ := d.GetPciInfo()
 			want := map[string]string{
 				"gpu": itoa(i), "UUID": uuidOf(t, r.mock, i), "device": "nvidia" + itoa(i),
-				"pci_bus_id": busID(pci.BusId), "modelName": "Mock NVIDIA A100-SXM4-40GB",
+				"pci_bus_id": busID(pci.BusId), "modelName": "NVIDIA A100-SXM4-40GB",
 				"Hostname": "node-a", "DCGM_FI_DRIVER_VERSION": "550.54.15",
 			}
 			if len(series(fams, name, want)) != 1 {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -65,9 +66,12 @@ func New(name string, opts ...Option) (*Mock, error) {
 	m := &Mock{Server: newServer()}
 	// go-nvml's mock draws random UUIDs; separate processes on one node (device plugin,
 	// exporter, the e2e suite's nvidia-ctk) must agree on them, as they do on a real GPU.
+	// Its device names carry a "Mock " prefix; they are the real models' names here, so the
+	// product label and the MIG step's check of a pool's gpuProduct read as on the hardware.
 	for i, d := range m.Devices {
 		if sd, ok := d.(*server.Device); ok {
 			sd.UUID = "GPU-" + uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "gpumock/%s/%d", name, i)).String()
+			sd.Config.Name = strings.TrimPrefix(sd.Config.Name, "Mock ")
 		}
 	}
 	m.fillDevices()   // mock_devices.go: topology, PCI, MIG, events, faults
