@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -94,6 +96,36 @@ func TestGuardrailsConfineTheUpgradeStep(t *testing.T) {
 		_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(body), metav1.PatchOptions{})
 		return err
 	}
+	// patchTaints sets node's taints to those it has, plus add (a JSON taint; "" for none) and
+	// without the drift taint when dropDrift, with the node's resourceVersion as precondition
+	// (retried on conflict), as the agent does: the node lifecycle controller may have put its
+	// own taints (not-ready) there, and the guardrails require them kept.
+	patchTaints := func(cs kubernetes.Interface, node, add string, dropDrift bool) error {
+		for try := 1; ; try++ {
+			n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var list []string
+			for _, tt := range n.Spec.Taints {
+				if dropDrift && tt.Key == config.TaintDriverDrift {
+					continue
+				}
+				b, err := json.Marshal(tt)
+				if err != nil {
+					return err
+				}
+				list = append(list, string(b))
+			}
+			if add != "" {
+				list = append(list, add)
+			}
+			err = patch(cs, node, `{"metadata":{"resourceVersion":"`+n.ResourceVersion+`"},"spec":{"taints":[`+strings.Join(list, ",")+`]}}`)
+			if !apierrors.IsConflict(err) || try == 10 {
+				return err
+			}
+		}
+	}
 	del := func(cs kubernetes.Interface, ns, name string) error {
 		return cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	}
@@ -116,18 +148,18 @@ func TestGuardrailsConfineTheUpgradeStep(t *testing.T) {
 		{"cordon own node", func() error { return patch(agent, "up-own", `{"spec":{"unschedulable":true}}`) }, true, false},
 		{"uncordon own node", func() error { return patch(agent, "up-own", `{"spec":{"unschedulable":null}}`) }, true, false},
 		{"cordon another node", func() error { return patch(agent, "up-other", `{"spec":{"unschedulable":true}}`) }, false, true},
-		{"drift taint on own node", func() error { return patch(agent, "up-own", `{"spec":{"taints":[`+drift+`]}}`) }, true, false},
-		{"drift taint removed from own node", func() error { return patch(agent, "up-own", `{"spec":{"taints":null}}`) }, true, false},
+		{"drift taint on own node", func() error { return patchTaints(agent, "up-own", drift, false) }, true, false},
+		{"drift taint removed from own node", func() error { return patchTaints(agent, "up-own", "", true) }, true, false},
 		{"drift taint NoExecute", func() error {
-			return patch(agent, "up-own", `{"spec":{"taints":[{"key":"`+config.TaintDriverDrift+`","effect":"NoExecute"}]}}`)
+			return patchTaints(agent, "up-own", `{"key":"`+config.TaintDriverDrift+`","effect":"NoExecute"}`, false)
 		}, false, true},
 		{"drift taint with a value", func() error {
-			return patch(agent, "up-own", `{"spec":{"taints":[{"key":"`+config.TaintDriverDrift+`","value":"x","effect":"NoSchedule"}]}}`)
+			return patchTaints(agent, "up-own", `{"key":"`+config.TaintDriverDrift+`","value":"x","effect":"NoSchedule"}`, false)
 		}, false, true},
 		{"another taint on own node", func() error {
-			return patch(agent, "up-own", `{"spec":{"taints":[{"key":"example.com/evil","effect":"NoSchedule"}]}}`)
+			return patchTaints(agent, "up-own", `{"key":"example.com/evil","effect":"NoSchedule"}`, false)
 		}, false, true},
-		{"drift taint on another node", func() error { return patch(agent, "up-other", `{"spec":{"taints":[`+drift+`]}}`) }, false, true},
+		{"drift taint on another node", func() error { return patchTaints(agent, "up-other", drift, false) }, false, true},
 		{"own node providerID", func() error { return patch(agent, "up-own", `{"spec":{"providerID":"kwok://stolen"}}`) }, false, true},
 		{"feature discovery cordons its node", func() error { return patch(featureDiscovery, "up-own", `{"spec":{"unschedulable":true}}`) }, false, true},
 		{"delete own pool's driver pod on own node", func() error { return del(agent, ns, "driver-own") }, true, false},
