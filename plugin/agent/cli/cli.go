@@ -253,15 +253,9 @@ func everyOrWoken(ctx context.Context, interval time.Duration, t *wake.Trigger, 
 		if err != nil {
 			log.Warn("will retry", "error", err, "retryIn", interval)
 		}
-		timer := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-t.C():
-		case <-timer.C:
+		if err := t.Wait(ctx, interval); err != nil {
+			return err
 		}
-		timer.Stop()
 	}
 }
 

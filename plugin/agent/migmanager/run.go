@@ -299,15 +299,9 @@ func (m *Manager) Run(ctx context.Context, interval time.Duration) error {
 		} else if out.State == "" {
 			m.log().Debug("this node's pool declares no MIG layout")
 		}
-		timer := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-timer.C:
-		case <-t.C():
-			timer.Stop()
-			t.Take()
+		if err := t.Wait(ctx, interval); err != nil {
+			return err
 		}
+		t.Take()
 	}
 }

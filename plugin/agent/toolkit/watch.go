@@ -62,14 +62,8 @@ func (in *Installer) Watch(ctx context.Context, interval time.Duration, report f
 			log.Info("re-checking", "because", why)
 		}
 		report(in.Install(ctx))
-		timer := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-timer.C:
-		case <-t.C():
-			timer.Stop()
+		if err := t.Wait(ctx, interval); err != nil {
+			return err
 		}
 		why = t.Take()
 	}

@@ -410,15 +410,9 @@ func (u *Upgrader) Run(ctx context.Context, interval time.Duration) error {
 		} else if out.State != "" && out.State != config.UpgradeStateDone {
 			u.log().Debug("driver upgrade", "state", out.State, "message", out.Message)
 		}
-		timer := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-timer.C:
-		case <-t.C():
-			timer.Stop()
-			t.Take()
+		if err := t.Wait(ctx, interval); err != nil {
+			return err
 		}
+		t.Take()
 	}
 }

@@ -41,6 +41,21 @@ func (t *Trigger) C() <-chan struct{} {
 	return t.c
 }
 
+// Wait returns when t fires (a burst of Pokes), when d has passed (the resync) or with
+// ctx's error when ctx ends. It leaves the reasons pending: the loop Takes them right before
+// it reconciles. A nil Trigger waits for d alone.
+func (t *Trigger) Wait(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+	case <-timer.C:
+	}
+	return nil
+}
+
 // Take clears what is pending and returns its reasons, sorted; nil when none. A loop calls it
 // right before it reconciles: events up to then are covered by that reconcile.
 func (t *Trigger) Take() []string {

@@ -2,6 +2,7 @@ package wake
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -119,5 +120,30 @@ func TestNodeWatchPokesOnLabelsOnly(t *testing.T) {
 	update(func(n *corev1.Node) { n.Labels["nvidia.com/gpu.deploy.device-plugin"] = "false" })
 	if got := wait(t, tr, "the opt-out label"); !slices.Equal(got, []string{NodeWhy}) {
 		t.Fatalf("reasons %v", got)
+	}
+}
+
+// TestWait: Wait returns on a Poke long before its interval, on the interval without one, and
+// with ctx's error once ctx ends; it leaves the reason for Take.
+func TestWait(t *testing.T) {
+	tr := New()
+	tr.Poke("status file")
+	if err := tr.Wait(context.Background(), time.Hour); err != nil {
+		t.Fatalf("poked: %v", err)
+	}
+	if why := tr.Take(); len(why) != 1 || why[0] != "status file" {
+		t.Fatalf("Take after Wait = %v", why)
+	}
+	if err := tr.Wait(context.Background(), time.Millisecond); err != nil {
+		t.Fatalf("interval: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := tr.Wait(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ended ctx: %v", err)
+	}
+	var none *Trigger
+	if err := none.Wait(context.Background(), time.Millisecond); err != nil {
+		t.Fatalf("nil Trigger: %v", err)
 	}
 }
