@@ -15,7 +15,7 @@ func BenchmarkAllocate(b *testing.B) {
 	for _, n := range []int{1, 8} {
 		b.Run(map[int]string{1: "1gpu", 8: "8gpu"}[n], func(b *testing.B) {
 			h, k := newHarness(b, setup{kubelet: true})
-			waitRegistrations(b, k, 1, 5*time.Second)
+			waitRegistrations(b, k, 1)
 			c := h.client(k, "nvidia.com/gpu")
 			req := &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: h.uuids[:n]}}}
 			if _, err := c.Allocate(context.Background(), req, grpcWaitForReady); err != nil {
@@ -39,9 +39,9 @@ func BenchmarkAllocate(b *testing.B) {
 func BenchmarkXIDToListAndWatch(b *testing.B) {
 	h, k := newHarness(b, setup{kubelet: true, probe: time.Millisecond,
 		cfg: func(c *config.DevicePlugin) { c.HealthChecks.RecoveryPeriod = "10ms" }})
-	waitRegistrations(b, k, 1, 5*time.Second)
+	waitRegistrations(b, k, 1)
 	lists := watch(b, h.client(k, "nvidia.com/gpu"))
-	last := next(b, lists, 5*time.Second, "8 devices", func(l []*pluginapi.Device) bool { return len(l) == 8 })
+	last := next(b, lists, "8 devices", func(l []*pluginapi.Device) bool { return len(l) == 8 })
 	b.ReportAllocs()
 	b.ResetTimer()
 	i := 0
@@ -50,13 +50,13 @@ func BenchmarkXIDToListAndWatch(b *testing.B) {
 		i++
 		if healthOf(last, h.uuids[gpu]) != pluginapi.Healthy {
 			b.StopTimer()
-			next(b, lists, 5*time.Second, "healthy", func(l []*pluginapi.Device) bool { return healthOf(l, h.uuids[gpu]) == pluginapi.Healthy })
+			next(b, lists, "healthy", func(l []*pluginapi.Device) bool { return healthOf(l, h.uuids[gpu]) == pluginapi.Healthy })
 			b.StartTimer()
 		}
 		if _, err := h.mock.InjectXID(gpu, 79); err != nil {
 			b.Fatal(err)
 		}
-		last = next(b, lists, 5*time.Second, "unhealthy", func(l []*pluginapi.Device) bool { return healthOf(l, h.uuids[gpu]) == pluginapi.Unhealthy })
+		last = next(b, lists, "unhealthy", func(l []*pluginapi.Device) bool { return healthOf(l, h.uuids[gpu]) == pluginapi.Unhealthy })
 	}
 }
 
@@ -64,7 +64,7 @@ func BenchmarkXIDToListAndWatch(b *testing.B) {
 // plugin's registration arriving on it (target < 1s).
 func BenchmarkKubeletSocketToRegistration(b *testing.B) {
 	_, k := newHarness(b, setup{kubelet: true, productionRetry: true})
-	waitRegistrations(b, k, 1, 5*time.Second)
+	waitRegistrations(b, k, 1)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -73,7 +73,7 @@ func BenchmarkKubeletSocketToRegistration(b *testing.B) {
 		}
 		gen := k.Generation()
 		for {
-			if r := waitRegistrations(b, k, 1, 5*time.Second)[0]; r.Generation == gen {
+			if r := waitRegistrations(b, k, 1)[0]; r.Generation == gen {
 				break
 			}
 		}

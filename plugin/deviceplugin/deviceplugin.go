@@ -124,6 +124,11 @@ func (m *Manager) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	// The health watch is in place, and devices bad at start are marked, before the kubelet can
+	// hear of a device: nothing between start and registration goes unseen.
+	if m.monitor != nil {
+		m.monitor.Start(m.applyHealth)
+	}
 	m.log.Info("device plugin started", "gpus", len(m.gpus), "resources", len(m.plugins))
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -33,7 +33,7 @@ func ids(list []*pluginapi.Device) []string {
 
 func TestRegistersAndListsEightGPUs(t *testing.T) {
 	h, k := newHarness(t, setup{kubelet: true})
-	reg := waitRegistrations(t, k, 1, 5*time.Second)[0]
+	reg := waitRegistrations(t, k, 1)[0]
 	if reg.Version != pluginapi.Version || reg.ResourceName != "nvidia.com/gpu" || reg.Endpoint != "gpupolicy-nvidia.com-gpu.sock" {
 		t.Fatalf("registration = %+v", reg)
 	}
@@ -41,7 +41,7 @@ func TestRegistersAndListsEightGPUs(t *testing.T) {
 		t.Fatalf("registration options = %+v", reg.Options)
 	}
 	c := h.client(k, reg.ResourceName)
-	list := next(t, watch(t, c), 5*time.Second, "8 devices", func(l []*pluginapi.Device) bool { return len(l) == 8 })
+	list := next(t, watch(t, c), "8 devices", func(l []*pluginapi.Device) bool { return len(l) == 8 })
 	if got := ids(list); !slices.Equal(got, h.uuids) {
 		t.Fatalf("ids = %v, want the GPU UUIDs %v", got, h.uuids)
 	}
@@ -66,23 +66,22 @@ func TestRegistersWhenKubeletAppearsAfterStart(t *testing.T) {
 	h, _ := newHarness(t, setup{})
 	// Wait until the plugin serves, then let the kubelet come.
 	sock := filepath.Join(h.dir, server.SocketName("nvidia.com/gpu"))
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(eventWait); ; time.Sleep(5 * time.Millisecond) {
 		if _, err := os.Stat(sock); err == nil {
 			break
 		} else if time.Now().After(deadline) {
-			t.Fatal("plugin socket not created")
+			t.Fatalf("plugin socket %s not created within %s", sock, eventWait)
 		}
 	}
-	time.Sleep(50 * time.Millisecond)
 	k := kubelettest.StartTest(t, h.dir)
-	waitRegistrations(t, k, 1, 5*time.Second)
+	waitRegistrations(t, k, 1)
 }
 
 func TestReplicasAdvertiseThirtyTwoDevices(t *testing.T) {
 	h, k := newHarness(t, setup{kubelet: true, cfg: func(c *config.DevicePlugin) { c.Sharing.TimeSlicing.Replicas = 4 }})
-	waitRegistrations(t, k, 1, 5*time.Second)
+	waitRegistrations(t, k, 1)
 	c := h.client(k, "nvidia.com/gpu")
-	list := next(t, watch(t, c), 5*time.Second, "32 devices", func(l []*pluginapi.Device) bool { return len(l) == 32 })
+	list := next(t, watch(t, c), "32 devices", func(l []*pluginapi.Device) bool { return len(l) == 32 })
 	for i, d := range list {
 		want := h.uuids[i/4] + "::" + string(rune('0'+i%4))
 		if d.ID != want {
@@ -151,7 +150,7 @@ func TestAllocate(t *testing.T) {
 	} {
 		t.Run(tc.strategy, func(t *testing.T) {
 			h, k := newHarness(t, setup{kubelet: true, cfg: func(c *config.DevicePlugin) { c.DeviceListStrategy = tc.strategy }})
-			waitRegistrations(t, k, 1, 5*time.Second)
+			waitRegistrations(t, k, 1)
 			c := h.client(k, "nvidia.com/gpu")
 			resp, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{
 				{DevicesIds: []string{h.uuids[3], h.uuids[5]}},
@@ -189,7 +188,7 @@ func sorted(s []string) []string {
 
 func TestPreferredAllocationDGXA100(t *testing.T) {
 	h, k := newHarness(t, setup{kubelet: true})
-	waitRegistrations(t, k, 1, 5*time.Second)
+	waitRegistrations(t, k, 1)
 	c := h.client(k, "nvidia.com/gpu")
 	u := h.uuids
 	// All pairs have 12 NVLinks through the NVSwitches; the pair under one PCIe switch wins.
@@ -223,7 +222,7 @@ func hybridCubeMesh(m *gpumock.Mock) error {
 
 func TestPreferredAllocationPrefersNVLinkPairs(t *testing.T) {
 	h, k := newHarness(t, setup{kubelet: true, mock: hybridCubeMesh})
-	waitRegistrations(t, k, 1, 5*time.Second)
+	waitRegistrations(t, k, 1)
 	c := h.client(k, "nvidia.com/gpu")
 	u := h.uuids
 	// GPU 0 and 4 share two NVLinks but sit on different NUMA nodes; 0 and 1 share a PCIe
@@ -238,14 +237,14 @@ func TestPreferredAllocationPrefersNVLinkPairs(t *testing.T) {
 
 func TestPreferredAllocationSkipsUnhealthy(t *testing.T) {
 	h, k := newHarness(t, setup{kubelet: true, cfg: func(c *config.DevicePlugin) { c.HealthChecks.RecoveryPeriod = "1h" }})
-	waitRegistrations(t, k, 1, 5*time.Second)
+	waitRegistrations(t, k, 1)
 	c := h.client(k, "nvidia.com/gpu")
 	lists := watch(t, c)
 	u := h.uuids
 	if err := h.mock.SetLost(1, true); err != nil {
 		t.Fatal(err)
 	}
-	next(t, lists, 5*time.Second, "GPU 1 unhealthy", func(l []*pluginapi.Device) bool { return healthOf(l, u[1]) == pluginapi.Unhealthy })
+	next(t, lists, "GPU 1 unhealthy", func(l []*pluginapi.Device) bool { return healthOf(l, u[1]) == pluginapi.Unhealthy })
 	// The kubelet may still list it (or an id it never heard of): both are skipped, not errors.
 	got := preferred(t, c, []string{u[0], u[1], u[2], u[3], "GPU-gone"}, nil, 2)
 	if !slices.Equal(sorted(got), sorted([]string{u[2], u[3]})) {
@@ -269,7 +268,7 @@ func TestMIGMixed(t *testing.T) {
 			}
 			return m.ConfigureMIG(1, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_3_SLICE)
 		}})
-	regs := waitRegistrations(t, k, 3, 5*time.Second)
+	regs := waitRegistrations(t, k, 3)
 	var names []string
 	for _, r := range regs {
 		names = append(names, r.ResourceName)
@@ -281,7 +280,7 @@ func TestMIGMixed(t *testing.T) {
 	counts := map[string]int{"nvidia.com/gpu": 6, "nvidia.com/mig-1g.5gb": 7, "nvidia.com/mig-3g.20gb": 2}
 	for res, n := range counts {
 		c := h.client(k, res)
-		list := next(t, watch(t, c), 5*time.Second, res, func(l []*pluginapi.Device) bool { return len(l) == n })
+		list := next(t, watch(t, c), res, func(l []*pluginapi.Device) bool { return len(l) == n })
 		for _, d := range list {
 			if strings.HasPrefix(res, "nvidia.com/mig-") != strings.HasPrefix(d.ID, "MIG-") {
 				t.Errorf("%s advertises %s", res, d.ID)
@@ -313,11 +312,11 @@ func TestMIGSingle(t *testing.T) {
 			}
 			return nil
 		}})
-	reg := waitRegistrations(t, k, 1, 5*time.Second)[0]
+	reg := waitRegistrations(t, k, 1)[0]
 	if reg.ResourceName != "nvidia.com/gpu" {
 		t.Fatalf("registered %s", reg.ResourceName)
 	}
-	list := next(t, watch(t, h.client(k, reg.ResourceName)), 5*time.Second, "16 MIG devices", func(l []*pluginapi.Device) bool { return len(l) == 16 })
+	list := next(t, watch(t, h.client(k, reg.ResourceName)), "16 MIG devices", func(l []*pluginapi.Device) bool { return len(l) == 16 })
 	for _, d := range list {
 		if !strings.HasPrefix(d.ID, "MIG-") {
 			t.Errorf("single strategy advertises %s", d.ID)
@@ -333,10 +332,10 @@ func TestBrokenGPUAtStartDoesNotStopTheNode(t *testing.T) {
 		m.Devices[5].(*nvmlserver.Device).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_UNKNOWN }
 		return nil
 	}})
-	waitRegistrations(t, k, 1, 5*time.Second)
+	waitRegistrations(t, k, 1)
 	c := h.client(k, "nvidia.com/gpu")
 	u := h.uuids
-	list := next(t, watch(t, c), 5*time.Second, "7 devices", func(l []*pluginapi.Device) bool { return len(l) == 7 })
+	list := next(t, watch(t, c), "7 devices", func(l []*pluginapi.Device) bool { return len(l) == 7 })
 	if want := slices.Delete(slices.Clone(u), 3, 4); !slices.Equal(ids(list), want) {
 		t.Fatalf("advertised %v, want %v", ids(list), want)
 	}

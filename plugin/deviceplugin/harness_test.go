@@ -113,10 +113,16 @@ func newHarness(t testing.TB, s setup) (*harness, *kubelettest.Kubelet) {
 	return h, k
 }
 
-// waitRegistrations collects n registrations or fails after timeout.
-func waitRegistrations(t testing.TB, k *kubelettest.Kubelet, n int, timeout time.Duration) []kubelettest.Registration {
+// eventWait bounds every wait for an event the plugin must cause. It is no estimate of how long
+// the event takes: a test never passes by waiting less, so the bound is generous enough for a
+// machine whose cores are all busy, and a test fails on it only when the event never comes.
+const eventWait = 30 * time.Second
+
+// waitRegistrations collects n registrations or fails after eventWait.
+func waitRegistrations(t testing.TB, k *kubelettest.Kubelet, n int) []kubelettest.Registration {
 	t.Helper()
 	var got []kubelettest.Registration
+	timeout := eventWait
 	deadline := time.After(timeout)
 	for len(got) < n {
 		select {
@@ -163,9 +169,10 @@ func watch(t testing.TB, c pluginapi.DevicePluginClient) <-chan []*pluginapi.Dev
 	return out
 }
 
-// next waits for the next list that satisfies ok.
-func next(t testing.TB, lists <-chan []*pluginapi.Device, timeout time.Duration, what string, ok func([]*pluginapi.Device) bool) []*pluginapi.Device {
+// next waits for the next list that satisfies ok, failing after eventWait.
+func next(t testing.TB, lists <-chan []*pluginapi.Device, what string, ok func([]*pluginapi.Device) bool) []*pluginapi.Device {
 	t.Helper()
+	timeout := eventWait
 	deadline := time.After(timeout)
 	for {
 		select {

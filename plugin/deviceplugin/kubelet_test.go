@@ -9,7 +9,7 @@ import (
 // a real kubelet does. Every new kubelet.sock must receive a registration.
 func TestReRegistersAfterEachOfFiftyKubeletRestarts(t *testing.T) {
 	h, k := newHarness(t, setup{kubelet: true})
-	waitRegistrations(t, k, 1, 5*time.Second)
+	waitRegistrations(t, k, 1)
 	var worst time.Duration
 	extra := 0
 	for i := range 50 {
@@ -19,7 +19,7 @@ func TestReRegistersAfterEachOfFiftyKubeletRestarts(t *testing.T) {
 		}
 		gen := k.Generation()
 		for {
-			reg := waitRegistrations(t, k, 1, 5*time.Second)[0]
+			reg := waitRegistrations(t, k, 1)[0]
 			if reg.ResourceName != "nvidia.com/gpu" {
 				t.Fatalf("restart %d: registered %s", i, reg.ResourceName)
 			}
@@ -34,7 +34,7 @@ func TestReRegistersAfterEachOfFiftyKubeletRestarts(t *testing.T) {
 		// The kubelet can reach the plugin at the endpoint it registered.
 		if i%10 == 9 {
 			c := h.client(k, "nvidia.com/gpu")
-			next(t, watch(t, c), 5*time.Second, "8 devices", func(l []*pluginDevice) bool { return len(l) == 8 })
+			next(t, watch(t, c), "8 devices", func(l []*pluginDevice) bool { return len(l) == 8 })
 		}
 	}
 	t.Logf("50 restarts: slowest re-registration %s, %d repeated registrations", worst, extra)
@@ -42,7 +42,7 @@ func TestReRegistersAfterEachOfFiftyKubeletRestarts(t *testing.T) {
 
 func TestGracefulShutdownRemovesSockets(t *testing.T) {
 	h, k := newHarness(t, setup{kubelet: true})
-	waitRegistrations(t, k, 1, 5*time.Second)
+	waitRegistrations(t, k, 1)
 	lists := watch(t, h.client(k, "nvidia.com/gpu"))
 	<-lists
 	h.stop()

@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -36,7 +35,7 @@ func TestAdvertisesTheLayoutTheMIGStepApplied(t *testing.T) {
 	// nvidia.com/gpu stays registered with no devices: every GPU is partitioned, and the
 	// kubelet then reports 0 allocatable instead of a stale count.
 	want := map[string]int{"nvidia.com/gpu": 0, "nvidia.com/mig-3g.20gb": 8, "nvidia.com/mig-1g.5gb": 28}
-	regs := waitRegistrations(t, k, len(want), 5*time.Second)
+	regs := waitRegistrations(t, k, len(want))
 	var names []string
 	for _, r := range regs {
 		names = append(names, r.ResourceName)
@@ -45,7 +44,7 @@ func TestAdvertisesTheLayoutTheMIGStepApplied(t *testing.T) {
 		t.Fatalf("registered %v, want nvidia.com/gpu and the layout's two MIG resources", got)
 	}
 	for res, n := range want {
-		list := next(t, watch(t, h.client(k, res)), 5*time.Second, res, func(l []*pluginapi.Device) bool { return len(l) == n })
+		list := next(t, watch(t, h.client(k, res)), res, func(l []*pluginapi.Device) bool { return len(l) == n })
 		for _, d := range list {
 			if d.Health != pluginapi.Healthy {
 				t.Errorf("%s: %s is %s", res, d.ID, d.Health)

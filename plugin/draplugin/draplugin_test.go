@@ -207,30 +207,7 @@ func TestXIDWithdrawsTheDeviceUntilItRecovers(t *testing.T) {
 	}
 	m.Init()
 	d := newDriver(t, m, "")
-	d.published = make(chan []string, 16)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	next := func(what string, ok func([]string) bool) {
-		t.Helper()
-		timeout := time.After(10 * time.Second)
-		for {
-			select {
-			case names := <-d.published:
-				if ok(names) {
-					return
-				}
-			case <-timeout:
-				t.Fatalf("no publication with %s", what)
-			}
-		}
-	}
+	ctx, next := runPublishing(t, d)
 	next("all 8 GPUs", func(n []string) bool { return len(n) == 8 })
 	if _, err := m.InjectXID(5, 79); err != nil {
 		t.Fatal(err)
@@ -240,6 +217,56 @@ func TestXIDWithdrawsTheDeviceUntilItRecovers(t *testing.T) {
 		t.Errorf("prepare of an unhealthy GPU: %v", res["uid-x"].Err)
 	}
 	next("gpu-5 back", func(n []string) bool { return len(n) == 8 })
+}
+
+// A GPU whose driver counted uncorrected ECC errors before the plugin started is left out of
+// the first publication: no claim is ever allocated on it.
+func TestECCErrorsBeforeStartLeaveTheFirstSlice(t *testing.T) {
+	m, err := gpumock.New("dgxa100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init()
+	if err := m.AddDoubleBitErrors(3, 2); err != nil {
+		t.Fatal(err)
+	}
+	_, next := runPublishing(t, newDriver(t, m, ""))
+	next("the first publication", func(n []string) bool {
+		if len(n) != 7 || slices.Contains(n, "gpu-3") {
+			t.Fatalf("first publication %v, want the 7 GPUs other than gpu-3", n)
+		}
+		return true
+	})
+}
+
+// runPublishing runs d until the test ends and returns its context with a helper that waits
+// for the next publication that satisfies ok (30 s at most: a bound, not an estimate).
+func runPublishing(t *testing.T, d *Driver) (context.Context, func(what string, ok func([]string) bool)) {
+	t.Helper()
+	d.published = make(chan []string, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return ctx, func(what string, ok func([]string) bool) {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case names := <-d.published:
+				if ok(names) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no publication with %s within 30s", what)
+			}
+		}
+	}
 }
 
 func resourceQuantity(s string) *resource.Quantity { q := resource.MustParse(s); return &q }

@@ -128,6 +128,11 @@ func (d *Driver) Run(ctx context.Context) error {
 	d.helper = helper
 	d.mu.Unlock()
 	defer helper.Stop()
+	// The health watch is in place, and devices bad at start are left out, before the first
+	// publication: nothing between start and publication goes unseen.
+	if d.monitor != nil {
+		d.monitor.Start(func(u health.Update) { d.recordHealth(u) })
+	}
 	if err := d.publish(ctx); err != nil {
 		return err
 	}
@@ -174,16 +179,22 @@ func (d *Driver) publish(ctx context.Context) error {
 	return nil
 }
 
-func (d *Driver) applyHealth(ctx context.Context, u health.Update) {
+// recordHealth keeps u in the driver's view of unhealthy devices; it reports whether that
+// changed what is published.
+func (d *Driver) recordHealth(u health.Update) bool {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	_, was := d.unhealthy[u.UUID]
 	if u.Healthy {
 		delete(d.unhealthy, u.UUID)
 	} else {
 		d.unhealthy[u.UUID] = u.Reason
 	}
-	d.mu.Unlock()
-	if was == !u.Healthy {
+	return was == u.Healthy
+}
+
+func (d *Driver) applyHealth(ctx context.Context, u health.Update) {
+	if !d.recordHealth(u) {
 		return
 	}
 	if u.Healthy {

@@ -25,7 +25,7 @@ const DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 // Options configure Serve; plugin/exporter/cli fills them from its flags.
 type Options struct {
-	Listen string // address of /metrics, /healthz (liveness) and /readyz (first snapshot taken)
+	Listen string // address of /metrics, /healthz (liveness) and /readyz (XIDs watched, first snapshot taken)
 	// PodResourcesSocket is the kubelet's pod-resources socket for the pod/namespace/container
 	// labels, listed every PodResourcesRefresh; empty turns attribution off.
 	PodResourcesSocket  string
@@ -104,11 +104,12 @@ func newMux(gath *metrics.Gatherer, col *collector.Collector) *http.ServeMux {
 	mux.Handle("/metrics", gath.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if col.Snapshot() == nil {
+		select {
+		case <-col.Ready():
+			_, _ = io.WriteString(w, "ok\n")
+		default:
 			http.Error(w, "no NVML snapshot yet", http.StatusServiceUnavailable)
-			return
 		}
-		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {

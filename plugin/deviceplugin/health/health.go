@@ -8,6 +8,12 @@
 // signal and the latest probe succeeded. A GPU that keeps failing keeps refreshing its last bad
 // signal and so stays Unhealthy; one that had a single transient XID comes back on its own,
 // unlike NVIDIA's plugin, where an Unhealthy device stays so until the plugin restarts.
+//
+// No fault may fall between the plugin's start and its first reading: Start registers the event
+// set and takes the first probe before the caller advertises a device, and the volatile count
+// starts at zero when the driver loads, so a count above zero at start is a rise the plugin was
+// not there to see (DCGM's memory health watch likewise fails a GPU with volatile double-bit
+// errors). An XID raised before Start cannot be read back from NVML; that one is gone.
 package health
 
 import (
@@ -64,6 +70,10 @@ type Monitor struct {
 	state   map[string]*deviceState
 	ecc     map[string]uint64
 	log     *slog.Logger
+
+	started bool
+	watcher *gpulib.EventWatcher // nil when NVML delivers no event
+	now     func() time.Time     // time.Now; a test's clock decides when recovery is due
 }
 
 // New returns a monitor for gpus; every device starts Healthy.
@@ -81,7 +91,7 @@ func New(lib nvml.Interface, gpus []devices.GPU, opts Options) *Monitor {
 		opts.Logger = slog.Default()
 	}
 	m := &Monitor{lib: lib, gpus: gpus, opts: opts, ignored: map[uint64]bool{}, state: map[string]*deviceState{},
-		ecc: map[string]uint64{}, log: opts.Logger}
+		ecc: map[string]uint64{}, log: opts.Logger, now: time.Now}
 	for _, x := range opts.IgnoredXIDs {
 		m.ignored[x] = true
 	}
@@ -94,11 +104,25 @@ func New(lib nvml.Interface, gpus []devices.GPU, opts Options) *Monitor {
 	return m
 }
 
-// Run watches until ctx ends, calling report for every change of a device's health. report
-// runs on Run's goroutine; it must not block for long.
+// Start registers the NVML event set and takes the first probe of every GPU, calling report for
+// each device that is bad already. From its return on no event is lost (NVML queues them in the
+// set until Run reads them), so call it before any device is advertised. Run must follow, since
+// it frees the event set.
+func (m *Monitor) Start(report func(Update)) {
+	if m.started {
+		return
+	}
+	m.started = true
+	m.watcher = m.watchEvents()
+	m.probe(m.now(), report)
+}
+
+// Run watches until ctx ends, calling report for every change of a device's health; it calls
+// Start first when the caller did not. report runs on Run's goroutine; it must not block for long.
 func (m *Monitor) Run(ctx context.Context, report func(Update)) {
+	m.Start(report)
 	events := make(chan nvml.EventData, 64)
-	if w := m.watchEvents(); w != nil {
+	if w := m.watcher; w != nil {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -108,15 +132,14 @@ func (m *Monitor) Run(ctx context.Context, report func(Update)) {
 	}
 	ticker := time.NewTicker(m.opts.ProbeInterval)
 	defer ticker.Stop()
-	m.probe(time.Now(), report)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-events:
-			m.handleEvent(ev, time.Now(), report)
-		case now := <-ticker.C:
-			m.probe(now, report)
+			m.handleEvent(ev, m.now(), report)
+		case <-ticker.C:
+			m.probe(m.now(), report)
 		}
 	}
 }
@@ -257,9 +280,14 @@ func (m *Monitor) probeGPU(g devices.GPU) string {
 	count, ret := g.Handle.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
 	switch {
 	case ret == nvml.SUCCESS:
+		// The volatile count is zero when the driver loads: at the first reading, any count
+		// rose while nobody watched.
 		last, seen := m.ecc[g.UUID]
 		m.ecc[g.UUID] = count
-		if seen && count > last {
+		switch {
+		case !seen && count > 0:
+			return fmt.Sprintf("%d uncorrected ECC errors since the driver loaded", count)
+		case count > last:
 			return fmt.Sprintf("uncorrected ECC errors rose from %d to %d", last, count)
 		}
 	case gone(ret):

@@ -36,24 +36,10 @@ func TestProbesWithoutEvents(t *testing.T) {
 	}
 	mon := health.New(m, gpus, health.Options{RecoveryPeriod: 100 * time.Millisecond, ProbeInterval: 5 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler)})
-	updates := make(chan health.Update, 64)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { mon.Run(ctx, func(u health.Update) { updates <- u }); close(done) }()
-	defer func() { cancel(); <-done }()
-
-	expect := func(uuid string, healthy bool, reason string) {
-		t.Helper()
-		select {
-		case u := <-updates:
-			if u.UUID != uuid || u.Healthy != healthy || !strings.Contains(u.Reason, reason) {
-				t.Fatalf("update %+v, want %s healthy=%v (%s)", u, uuid, healthy, reason)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no update for %s", uuid)
-		}
+	updates, expect := watchUpdates(t, mon)
+	if len(updates) != 0 {
+		t.Fatalf("updates at start from healthy GPUs: %v", <-updates)
 	}
-	time.Sleep(20 * time.Millisecond) // the first probe records the ECC baseline
 	if err := m.AddDoubleBitErrors(4, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -116,4 +102,162 @@ func TestLostGPUFromEventWait(t *testing.T) {
 		t.Errorf("a second update %+v: a device is reported once until it recovers", u)
 	default:
 	}
+}
+
+// watchUpdates takes the monitor's first readings (Start), runs it until the test ends, and
+// returns its updates with a helper that expects the next one.
+func watchUpdates(t *testing.T, mon *health.Monitor) (chan health.Update, func(uuid string, healthy bool, reason string)) {
+	t.Helper()
+	updates := make(chan health.Update, 64)
+	report := func(u health.Update) { updates <- u }
+	mon.Start(report)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { mon.Run(ctx, report); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return updates, func(uuid string, healthy bool, reason string) {
+		t.Helper()
+		select {
+		case u := <-updates:
+			if u.UUID != uuid || u.Healthy != healthy || !strings.Contains(u.Reason, reason) {
+				t.Fatalf("update %+v, want %s healthy=%v (%s)", u, uuid, healthy, reason)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no update for %s within 30s (want healthy=%v, %s)", uuid, healthy, reason)
+		}
+	}
+}
+
+// Errors the driver counted before the monitor started are not a baseline: the volatile count
+// is zero at driver load, so the GPU is Unhealthy from the first reading, during Start (before
+// the caller advertises anything), and recovers by the usual rule while the count stays put.
+func TestECCErrorsBeforeStartMarkUnhealthy(t *testing.T) {
+	m, err := gpumock.New("dgxa100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.AddDoubleBitErrors(2, 5); err != nil {
+		t.Fatal(err)
+	}
+	gpus, _, err := devices.Enumerate(m, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon := health.New(m, gpus, health.Options{RecoveryPeriod: 100 * time.Millisecond, ProbeInterval: 5 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	var atStart []health.Update
+	mon.Start(func(u health.Update) { atStart = append(atStart, u) })
+	if len(atStart) != 1 || atStart[0].UUID != gpus[2].UUID || atStart[0].Healthy ||
+		atStart[0].Reason != "5 uncorrected ECC errors since the driver loaded" {
+		t.Fatalf("updates during Start: %+v, want GPU 2 unhealthy with 5 errors since the driver loaded", atStart)
+	}
+	_, expect := watchUpdates(t, mon) // Start again is a no-op: no second report
+	expect(gpus[2].UUID, true, "sane for 100ms")
+}
+
+// An event NVML raises after Start and before Run reads the set is not lost: Start is the
+// point from which a caller may advertise devices.
+func TestEventBetweenStartAndRunIsSeen(t *testing.T) {
+	m, err := gpumock.New("dgxa100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, _, err := devices.Enumerate(m, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon := health.New(m, gpus, health.Options{RecoveryPeriod: time.Hour, ProbeInterval: time.Hour,
+		Logger: slog.New(slog.DiscardHandler)})
+	updates := make(chan health.Update, 64)
+	report := func(u health.Update) { updates <- u }
+	mon.Start(report)
+	if n, err := m.InjectXID(3, 48); err != nil || n != 1 {
+		t.Fatalf("inject after Start reached %d event sets (%v), want the monitor's one", n, err)
+	}
+	if err := m.AddDoubleBitErrors(6, 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { mon.Run(ctx, report); close(done) }()
+	defer func() { cancel(); <-done }()
+	bad := map[string]string{}
+	for len(bad) < 2 {
+		select {
+		case u := <-updates:
+			bad[u.UUID] = u.Reason
+		case <-time.After(30 * time.Second):
+			t.Fatalf("within 30s only %v", bad)
+		}
+	}
+	if bad[gpus[3].UUID] != "critical XID 48" || bad[gpus[6].UUID] != "double-bit ECC error" {
+		t.Fatalf("updates %v, want GPU 3 XID 48 and GPU 6 double-bit ECC", bad)
+	}
+}
+
+// The recovery period is counted from the last bad signal, on the monitor's clock: with the GPU
+// answering again, probes at period-1ms leave it Unhealthy and the first probe at the period
+// brings it back. A test clock makes this exact whatever the machine's load: each step waits
+// for a probe that read the step's time, not for wall time to pass.
+func TestRecoveryWaitsForThePeriod(t *testing.T) {
+	m, err := gpumock.New("dgxa100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, _, err := devices.Enumerate(m, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	var clock, lastRead atomic.Int64 // offsets from t0
+	// probes receives, for every probe of GPU 0 that it answered, the time that probe read.
+	probes := make(chan time.Duration, 1024)
+	dev := m.Devices[0].(*nvmlserver.Device)
+	query := dev.GetMemoryInfoFunc
+	dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		mem, ret := query()
+		if ret == nvml.SUCCESS {
+			select {
+			case probes <- time.Duration(lastRead.Load()):
+			default:
+			}
+		}
+		return mem, ret
+	}
+	const period = 300 * time.Millisecond
+	mon := health.New(m, gpus, health.Options{RecoveryPeriod: period, ProbeInterval: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	health.SetClock(mon, func() time.Time { d := clock.Load(); lastRead.Store(d); return t0.Add(time.Duration(d)) })
+	// probeAt sets the clock and returns once a probe that read it has finished.
+	probeAt := func(d time.Duration) {
+		t.Helper()
+		clock.Store(int64(d))
+		for read := false; ; {
+			select {
+			case r := <-probes:
+				if read { // the probe after the one that read d: that one is done
+					return
+				}
+				read = r == d
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no probe of GPU 0 at t0+%s within 30s", d)
+			}
+		}
+	}
+	updates, expect := watchUpdates(t, mon)
+	if err := m.SetLost(0, true); err != nil {
+		t.Fatal(err)
+	}
+	expect(gpus[0].UUID, false, "not answering")
+	if err := m.SetLost(0, false); err != nil {
+		t.Fatal(err)
+	}
+	probeAt(0) // the last bad signal is at t0: every probe while lost read t0
+	probeAt(period - time.Millisecond)
+	select {
+	case u := <-updates:
+		t.Fatalf("update %+v at t0+%s, before the %s recovery period", u, period-time.Millisecond, period)
+	default:
+	}
+	clock.Store(int64(period))
+	expect(gpus[0].UUID, true, "sane for 300ms")
 }

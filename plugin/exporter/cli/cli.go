@@ -23,7 +23,7 @@ import (
 func parseFlags(args []string, stderr io.Writer) (o exporter.Options, common *commonflags.Flags, err error) {
 	fs := flag.NewFlagSet("gpu-exporter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.Listen, "listen", ":9400", "address to serve /metrics, /healthz (liveness) and /readyz (first NVML snapshot taken) on")
+	fs.StringVar(&o.Listen, "listen", ":9400", "address to serve /metrics, /healthz (liveness) and /readyz (XID events registered and the first NVML snapshot taken) on")
 	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", exporter.DefaultPodResourcesSocket,
 		"kubelet pod-resources socket for pod/namespace/container labels; empty turns attribution off")
 	fs.DurationVar(&o.Interval, "interval", 15*time.Second, "how often NVML is read into the snapshot that scrapes serve")

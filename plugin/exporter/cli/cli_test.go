@@ -64,7 +64,7 @@ func freeAddr(t *testing.T) string {
 
 func waitReady(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err == nil {
@@ -74,7 +74,7 @@ func waitReady(t *testing.T, addr string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("exporter on %s not ready within 20s (last error %v)", addr, err)
+			t.Fatalf("exporter on %s not ready within 30s (last error %v)", addr, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -40,6 +40,7 @@ type Collector struct {
 	collections uint64
 	snap        atomic.Pointer[Snapshot]
 	kick        chan struct{} // an XID arrived or a GPU was lost: publish it without waiting for the interval
+	ready       chan struct{} // closed by Run once XIDs are registered and the first snapshot is taken
 }
 
 // gpuState is the collector's per-GPU memory between cycles.
@@ -76,7 +77,8 @@ func New(lib nvml.Interface, cfg Config) (*Collector, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Collector{lib: lib, cfg: cfg, log: cfg.Logger, gpmBuf: &nvml.GpmMetricsGetType{}, kick: make(chan struct{}, 1)}
+	c := &Collector{lib: lib, cfg: cfg, log: cfg.Logger, gpmBuf: &nvml.GpmMetricsGetType{}, kick: make(chan struct{}, 1),
+		ready: make(chan struct{})}
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("nvmlDeviceGetCount: %s", returnName(ret))
@@ -284,12 +286,16 @@ func (c *Collector) sampleGPM(g *gpuState, v *Values) {
 }
 
 // Run collects immediately, then every interval (and right after an XID event or a lost GPU)
-// until ctx ends.
+// until ctx ends. XID events are registered before the first collection, so once a snapshot
+// exists (the exporter's /readyz) no XID goes uncounted.
 func (c *Collector) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { c.watchXIDs(ctx) })
+	if w := c.registerXIDs(); w != nil {
+		wg.Go(func() { w.Run(ctx, c.handleEvent) })
+	}
 	defer wg.Wait()
 	c.logCollect(c.Collect())
+	close(c.ready)
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -302,6 +308,10 @@ func (c *Collector) Run(ctx context.Context) {
 		c.logCollect(c.Collect())
 	}
 }
+
+// Ready is closed once Run has registered the XID events and taken its first snapshot: from
+// then on /metrics has every GPU and no XID goes uncounted (the exporter's /readyz).
+func (c *Collector) Ready() <-chan struct{} { return c.ready }
 
 func (c *Collector) logCollect(s *Snapshot) {
 	for _, g := range s.GPUs {

@@ -39,19 +39,15 @@ func TestXIDFromEventSetReachesSnapshot(t *testing.T) {
 	wg.Go(func() { c.Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
 
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n, err := m.InjectXID(2, 79)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break // the watcher has registered its event set
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the collector never registered an event set for XIDs")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// Ready (the exporter's /readyz) means the XID events are registered.
+	select {
+	case <-c.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("collector not ready within 30s")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	if n, err := m.InjectXID(2, 79); err != nil || n != 1 {
+		t.Fatalf("XID injected once the collector was ready reached %d event sets (%v), want the collector's one", n, err)
 	}
 	for {
 		if s := c.Snapshot(); s != nil && s.GPUs[2].LastXID == 79 {
@@ -64,7 +60,7 @@ func TestXIDFromEventSetReachesSnapshot(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("XID 79 on GPU 2 not in the snapshot within 5s (interval is 1h: the XID must trigger a collection)")
+			t.Fatalf("XID 79 on GPU 2 not in the snapshot within 30s (interval is 1h: the XID must trigger a collection)")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -92,14 +88,16 @@ func TestLostGPUFromEventSetReachesSnapshot(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
-	for c.Snapshot() == nil {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-c.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("collector not ready within 30s")
 	}
 	if err := m.SetLost(5, true); err != nil {
 		t.Fatal(err)
 	}
 	lost.Store(true)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if s := c.Snapshot(); !s.GPUs[5].Up {
 			if !s.GPUs[4].Up || !slices.Contains(s.CallErrors, collector.CallError{Call: "nvmlEventSetWait", Error: "ERROR_GPU_IS_LOST", Count: 1}) {
 				t.Fatalf("after GPU 5 was lost: GPU 4 up=%v, call errors %+v", s.GPUs[4].Up, s.CallErrors)
@@ -107,7 +105,7 @@ func TestLostGPUFromEventSetReachesSnapshot(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("lost GPU 5 not down in the snapshot within 5s (interval is 1h: the lost GPU must trigger a collection)")
+			t.Fatal("lost GPU 5 not down in the snapshot within 30s (interval is 1h: the lost GPU must trigger a collection)")
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"context"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -12,10 +11,10 @@ import (
 // xidWaitTimeout bounds one NVML event wait, so the watcher notices shutdown within that time.
 const xidWaitTimeout = 500 * time.Millisecond
 
-// watchXIDs registers every GPU that supports it for XID critical-error events and records each
-// XID until ctx ends. Without event support (older GPUs, some mocks) the exporter still runs;
-// DCGM_FI_DEV_XID_ERRORS then stays 0.
-func (c *Collector) watchXIDs(ctx context.Context) {
+// registerXIDs registers every GPU that supports it for XID critical-error events; the watcher
+// it returns records each XID once run. Without event support (older GPUs, some mocks) it is
+// nil and the exporter still runs; DCGM_FI_DEV_XID_ERRORS then stays 0.
+func (c *Collector) registerXIDs() *gpulib.EventWatcher {
 	handles := make([]nvml.Device, len(c.gpus))
 	for i, g := range c.gpus {
 		g.xmu.Lock()
@@ -27,7 +26,7 @@ func (c *Collector) watchXIDs(ctx context.Context) {
 		c.errs.add(f.Call, f.Ret)
 		if f.Device < 0 {
 			c.log.Warn("XID events unavailable", "stage", "xid", "error", returnName(f.Ret))
-			return
+			return nil
 		}
 		c.log.Warn("XID events not registered", "stage", "xid", "gpu", c.gpus[f.Device].index, "error", returnName(f.Ret))
 	}
@@ -36,9 +35,7 @@ func (c *Collector) watchXIDs(ctx context.Context) {
 		registered = w.Registered()
 	}
 	c.log.Info("watching XID events", "stage", "xid", "gpus", registered)
-	if w != nil {
-		w.Run(ctx, c.handleEvent)
-	}
+	return w
 }
 
 // handleEvent takes one report of the event watcher: an XID, or a wait that failed.

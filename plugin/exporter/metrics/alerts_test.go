@@ -162,10 +162,10 @@ func indent(s, prefix string) string {
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within 10s", what)
+			t.Fatalf("%s did not happen within 30s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -89,23 +89,19 @@ func injectXID(t *testing.T, r *rig, gpu int, xid uint64) {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.col.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n, err := r.mock.InjectXID(gpu, xid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("XID watcher never registered")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// Ready (the exporter's /readyz) means the XID events are registered.
+	select {
+	case <-r.col.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("collector not ready within 30s")
 	}
-	for r.col.Snapshot() == nil || r.col.Snapshot().GPUs[gpu].LastXID != xid {
+	deadline := time.Now().Add(30 * time.Second)
+	if n, err := r.mock.InjectXID(gpu, xid); err != nil || n != 1 {
+		t.Fatalf("XID injected once the collector was ready reached %d event sets (%v), want the collector's one", n, err)
+	}
+	for r.col.Snapshot().GPUs[gpu].LastXID != xid {
 		if time.Now().After(deadline) {
-			t.Fatal("XID never reached the snapshot")
+			t.Fatalf("XID %d on GPU %d not in the snapshot within 30s", xid, gpu)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

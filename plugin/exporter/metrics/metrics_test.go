@@ -231,7 +231,7 @@ func TestBackgroundRenderingFollowsSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.refresh()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s := series(r.scrape(t), "gpupolicy_gpu_up", map[string]string{"gpu": "5"})
 		if len(s) == 1 && value(s[0]) == 0 {
