@@ -8,18 +8,22 @@ CACHE     ?= $(HOME)/.cache/gpupolicy
 KUSTOMIZE_VERSION   ?= v5.8.2
 STATICCHECK_VERSION ?= v0.8.2
 YQ_VERSION          ?= v4.44.3
+AJV_CLI_VERSION     ?= 5.0.0
+AJV_VERSION         ?= 8.17.1
 KUSTOMIZE   ?= $(CACHE)/tools/kustomize-$(KUSTOMIZE_VERSION)/kustomize
 STATICCHECK ?= $(CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 # yq v4 runs the release example's pin-image.sh in ./examples' tests (GitHub's runners have one).
 YQ          ?= $(CACHE)/tools/yq-$(YQ_VERSION)/yq
+# ajv (npm's JSON Schema validator, strict mode) checks the editor schema as editors read it.
+AJV         ?= $(CACHE)/tools/ajv-cli-$(AJV_CLI_VERSION)/node_modules/.bin/ajv
 # go-nvml's cgo bindings declare deprecated NVML calls; the warnings are noise, not defects.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
-export KUSTOMIZE YQ
+export KUSTOMIZE YQ AJV
 
 BINARIES := gpupolicy-fn gpu-device-plugin gpu-exporter gpu-node-agent
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0)
 
-.PHONY: all build fn image render tools host-deps containerd2 test unit lint check-rendered update-rendered generate fuzz e2e bench clean help
+.PHONY: all build fn image render tools host-deps containerd2 test unit stress lint check-rendered update-rendered generate fuzz e2e bench clean help
 
 all: build
 
@@ -50,7 +54,7 @@ image: build ## build the image from Dockerfile into bin/gpupolicy-image.tar (do
 $(IMAGE_TAR): $(IMAGE_INPUTS) bin/.image-inputs
 	@tag=$$(e2e/hack/build-image.sh | tail -n 1); echo "image: $$tag in $@"
 
-tools: $(KUSTOMIZE) $(STATICCHECK) $(YQ) ## install pinned kustomize, staticcheck and yq into $(CACHE)/tools
+tools: $(KUSTOMIZE) $(STATICCHECK) $(YQ) $(AJV) ## install pinned kustomize, staticcheck, yq and ajv-cli into $(CACHE)/tools
 
 $(KUSTOMIZE):
 	@echo "tools: installing kustomize $(KUSTOMIZE_VERSION) into $(dir $@) (first run only, about a minute)" >&2
@@ -60,11 +64,15 @@ $(YQ):
 	@echo "tools: installing yq $(YQ_VERSION) into $(dir $@) (first run only, about a minute)" >&2
 	@GOBIN=$(dir $@) GOFLAGS= $(GO) install github.com/mikefarah/yq/v4@$(YQ_VERSION)
 
+$(AJV):
+	@echo "tools: installing ajv-cli $(AJV_CLI_VERSION) (ajv $(AJV_VERSION)) from npm into $(CACHE)/tools/ajv-cli-$(AJV_CLI_VERSION)" >&2
+	@npm install --silent --no-audit --no-fund --prefix $(CACHE)/tools/ajv-cli-$(AJV_CLI_VERSION) ajv-cli@$(AJV_CLI_VERSION) ajv@$(AJV_VERSION)
+
 $(STATICCHECK):
 	@echo "tools: installing staticcheck $(STATICCHECK_VERSION) into $(dir $@) (first run only, a few minutes)" >&2
 	@GOBIN=$(dir $@) GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-host-deps: ## install the real peers the tests use (Debian: containerd, runc, CNI plugins, buildah, debootstrap, promtool); needs root
+host-deps: ## install the real peers the tests use (Debian: containerd, runc, CNI plugins, buildah, debootstrap, promtool, npm); needs root
 	@need=""; command -v containerd >/dev/null || need="$$need containerd"; \
 	command -v promtool >/dev/null || need="$$need prometheus"; \
 	command -v unshare >/dev/null || need="$$need util-linux"; \
@@ -74,6 +82,7 @@ host-deps: ## install the real peers the tests use (Debian: containerd, runc, CN
 	command -v iptables >/dev/null || need="$$need iptables"; \
 	[ -x /usr/lib/cni/bridge ] || need="$$need containernetworking-plugins"; \
 	[ -x /usr/bin/time ] || need="$$need time"; \
+	command -v npm >/dev/null || need="$$need nodejs npm"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing:$$need"; \
 	  if [ "$$(id -u)" != 0 ]; then echo "host-deps: run as root, or install:$$need" >&2; exit 1; fi; \
@@ -102,6 +111,20 @@ render: fn $(KUSTOMIZE) ## the main job: render examples/kustomize through real 
 
 unit: build tools host-deps containerd2 ## unit and integration tests of the main module (real containerd 1.6 and the built 2.1.9 daemons)
 	$(GO) test -count=1 ./...
+
+# The unit and integration tests on a machine whose cores are all busy: one busy loop per core
+# (STRESS_HOGS, default nproc) at the tests' own priority, every test STRESS_COUNT times. A test
+# that waits for a wall-clock guess instead of the event that proves it fails here. Not part of
+# `make test`: run it before landing a change to anything timing-sensitive.
+STRESS_COUNT ?= 5
+STRESS_HOGS  ?= $(shell nproc)
+stress: build tools host-deps containerd2 ## unit/integration tests -count=$(STRESS_COUNT) with every core kept busy by a CPU hog (not in make test)
+	@hogs=""; trap 'kill $$hogs 2>/dev/null' EXIT; \
+	for i in $$(seq $(STRESS_HOGS)); do bash -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
+	echo "stress: $(STRESS_HOGS) CPU hogs (pids$$hogs); go test -count=$(STRESS_COUNT) ./..."; \
+	start=$$(date +%s); \
+	$(GO) test -count=$(STRESS_COUNT) ./...; \
+	echo "stress: passed in $$(( $$(date +%s) - start ))s"
 
 # On a cold cache each analysis compiles the Kubernetes libraries first (minutes on 2 cores);
 # warm, the whole target takes well under a minute. Each step says what it runs.

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpupolicy/gpupolicy/fn/testing/peer"
 )
 
 const prScript = "github-actions/gpupolicy-pr.sh"
@@ -253,21 +255,10 @@ const YQVersion = "v4.44.3"
 // different program (a jq wrapper) and does not count.
 func yqV4(t *testing.T) string {
 	t.Helper()
-	path := os.Getenv("YQ")
-	if path == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		path = filepath.Join(home, ".cache", "gpupolicy", "tools", "yq-"+YQVersion, "yq")
-	}
+	path := peer.Tool(t, "YQ", "yq", YQVersion, "yq")
 	out, err := exec.Command(path, "--version").Output()
 	if err != nil || !strings.Contains(string(out), "mikefarah") {
-		msg := "yq " + YQVersion + " (github.com/mikefarah/yq) not found at " + path + ": run `make tools` (or set YQ)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		peer.Missing(t, "yq "+YQVersion+" at "+path+" is not github.com/mikefarah/yq: run `make tools` (or set YQ)")
 	}
 	return path
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/gpupolicy/gpupolicy/fn/testing/peer"
 )
 
 // KustomizeVersion is the kustomize the examples are verified with (the Makefile pins the same).
@@ -16,22 +18,7 @@ const KustomizeVersion = "v5.8.2"
 // machine that never ran `make tools`.
 func kustomize(t testing.TB) string {
 	t.Helper()
-	path := os.Getenv("KUSTOMIZE")
-	if path == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		path = filepath.Join(home, ".cache", "gpupolicy", "tools", "kustomize-"+KustomizeVersion, "kustomize")
-	}
-	if _, err := os.Stat(path); err != nil {
-		msg := "kustomize " + KustomizeVersion + " not found at " + path + ": run `make tools` (or set KUSTOMIZE)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return path
+	return peer.Tool(t, "KUSTOMIZE", "kustomize", KustomizeVersion, "kustomize")
 }
 
 var (

@@ -14,6 +14,8 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+
+	"github.com/gpupolicy/gpupolicy/fn/testing/peer"
 )
 
 func dropIn(t *testing.T, objs render.Objects) string {
@@ -75,7 +77,7 @@ func TestDropInLoadsInContainerd2(t *testing.T) {
 func TestDropInLoadsInContainerd1(t *testing.T) {
 	bin, err := exec.LookPath("containerd")
 	if err != nil {
-		skipUnlessCI(t, "containerd 1.x is not installed (Debian package containerd)")
+		peer.Missing(t, "containerd 1.x is not installed (Debian package containerd)")
 	}
 	if out, _ := exec.Command(bin, "--version").Output(); !strings.Contains(string(out), " 1.") {
 		t.Skipf("%s is not containerd 1.x: %s", bin, out)
@@ -104,14 +106,4 @@ func TestDropInLoadsInContainerd1(t *testing.T) {
 	if tested == 0 {
 		t.Fatal("no config-version-2 case")
 	}
-}
-
-// skipUnlessCI skips a test whose real peer is not installed, except in CI (CI set), where
-// the peer is part of the environment and its absence is a failure.
-func skipUnlessCI(t *testing.T, msg string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
 }

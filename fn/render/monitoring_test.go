@@ -12,6 +12,8 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/fn/render"
+
+	"github.com/gpupolicy/gpupolicy/fn/testing/peer"
 )
 
 func prometheusRule(t *testing.T, objs render.Objects) map[string]any {
@@ -32,7 +34,7 @@ func prometheusRule(t *testing.T, objs render.Objects) map[string]any {
 func TestPrometheusRulesPromtool(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		skipUnlessCI(t, "promtool not installed (Debian package prometheus)")
+		peer.Missing(t, "promtool not installed (Debian package prometheus)")
 	}
 	checked := 0
 	for _, name := range cases(t) {
@@ -162,7 +164,7 @@ tests:
 func TestAlertsFire(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		skipUnlessCI(t, "promtool not installed (Debian package prometheus)")
+		peer.Missing(t, "promtool not installed (Debian package prometheus)")
 	}
 	_, objs := load(t, "default")
 	b, err := yaml.Marshal(prometheusRule(t, objs))

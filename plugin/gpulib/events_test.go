@@ -133,12 +133,17 @@ func TestEventWatcherReportsLostGPUWithoutSpinning(t *testing.T) {
 			rets = append(rets, ret)
 		})
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// Several failed waits, each followed by the pause; then the count must fit the time spent.
+	for deadline := time.Now().Add(30 * time.Second); waits.Load() < 4; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d event waits within 30s, want 4", waits.Load())
+		}
+	}
 	cancel()
 	select {
 	case <-done:
-	case <-time.After(time.Second):
-		t.Fatal("Run did not stop on cancel")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not stop within 30s of cancel")
 	}
 	mu.Lock()
 	defer mu.Unlock()

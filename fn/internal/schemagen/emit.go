@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -42,11 +43,22 @@ func schemaMap(n *node, crd bool) map[string]any {
 	}
 	m := map[string]any{"type": n.typ}
 	if n.scalar != "" {
-		// Kubernetes' own marker for these types; anyOf says the same to JSON Schema tools.
-		m = map[string]any{"x-kubernetes-int-or-string": true, "anyOf": []any{map[string]any{"type": "integer"}, map[string]any{"type": "string"}}}
+		m = map[string]any{"anyOf": []any{map[string]any{"type": "integer"}, map[string]any{"type": "string"}}}
+		if crd {
+			// Kubernetes' own marker for these types; JSON Schema has no such keyword, and strict
+			// validators (ajv --strict) refuse unknown ones, so the editor schema has anyOf alone.
+			m["x-kubernetes-int-or-string"] = true
+		}
 	}
-	if n.format != "" {
+	if n.format != "" && crd {
+		// int32/int64 are OpenAPI formats: JSON Schema validators do not know them (ajv --strict
+		// refuses the schema), so the editor schema says what it can in JSON Schema's own terms.
 		m["format"] = n.format
+	}
+	minimum, maximum := n.minimum, n.maximum
+	if n.format == "int32" && !crd {
+		minimum = tighter(minimum, math.MinInt32, func(a, b int64) int64 { return max(a, b) })
+		maximum = tighter(maximum, math.MaxInt32, func(a, b int64) int64 { return min(a, b) })
 	}
 	if n.description != "" {
 		m["description"] = n.description
@@ -57,11 +69,11 @@ func schemaMap(n *node, crd bool) map[string]any {
 	if len(n.enum) > 0 {
 		m["enum"] = n.enum
 	}
-	if n.minimum != nil {
-		m["minimum"] = *n.minimum
+	if minimum != nil {
+		m["minimum"] = *minimum
 	}
-	if n.maximum != nil {
-		m["maximum"] = *n.maximum
+	if maximum != nil {
+		m["maximum"] = *maximum
 	}
 	if n.items != nil {
 		m["items"] = schemaMap(n.items, crd)
@@ -236,4 +248,14 @@ func spliceTable(doc []byte, table string) ([]byte, error) {
 		return nil, fmt.Errorf("the reference document lacks the markers %q … %q around the field table", tableBegin, tableEnd)
 	}
 	return []byte(s[:i+len(tableBegin)] + "\n" + table + s[j:]), nil
+}
+
+// tighter returns bound, or limit where bound is absent or looser than limit; pick is max for
+// a lower bound and min for an upper one.
+func tighter(bound *int64, limit int64, pick func(a, b int64) int64) *int64 {
+	if bound == nil {
+		return &limit
+	}
+	v := pick(*bound, limit)
+	return &v
 }

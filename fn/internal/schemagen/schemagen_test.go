@@ -116,6 +116,46 @@ func TestSchemaDefaultsMatchDefaultsGo(t *testing.T) {
 	}
 }
 
+// minimalPolicyYAML has only the fields without a default.
+const minimalPolicyYAML = "apiVersion: gpupolicy.dev/v1alpha1\nkind: GPUPolicy\nmetadata: {name: x}\nspec:\n  kubernetesVersion: \"1.34\"\n  driver: {version: \"580.95.05\"}\n  cuda: {version: \"12.8\"}\n"
+
+// validPolicies are documents the schema must accept: every preset, the minimal policy, and
+// both forms of an int-or-string field.
+func validPolicies(t *testing.T) map[string][]byte {
+	t.Helper()
+	docs := map[string][]byte{
+		"minimal":              []byte(minimalPolicyYAML),
+		"maxUnavailable int":   withDriver("upgrade: {maxUnavailable: 2}"),
+		"maxUnavailable share": withDriver("upgrade: {maxUnavailable: \"25%\"}"),
+	}
+	presets, _ := filepath.Glob("../../../policies/*.yaml")
+	if len(presets) == 0 {
+		t.Fatal("no preset under policies/")
+	}
+	for _, path := range presets {
+		docs[filepath.Base(path)] = mustRead(t, path)
+	}
+	return docs
+}
+
+// withDriver is minimalPolicyYAML with more fields in spec.driver.
+func withDriver(fields string) []byte {
+	return []byte(strings.Replace(minimalPolicyYAML, `driver: {version: "580.95.05"}`, `driver: {version: "580.95.05", `+fields+`}`, 1))
+}
+
+// mistakes are additions to minimalPolicyYAML the schema must refuse; decoder says whether
+// v1alpha1.Decode refuses them too (enums and ranges are validation's job).
+var mistakes = map[string]struct {
+	extra   string
+	decoder bool
+}{
+	"unknown field":         {"  gitOps: argocd\n", true},
+	"unquoted version":      {"  containerRuntime: {version: 1.7}\n", true},
+	"bad enum":              {"  gitops: helm\n", false},
+	"port range":            {"  exporter: {port: 70000}\n", false},
+	"pool without selector": {"  nodePools: [{name: a}]\n", false},
+}
+
 // TestSchemaAgreesWithDecoder validates policies against the committed JSON Schema: every
 // preset must pass, and the mistakes the strict decoder rejects must fail the schema too.
 func TestSchemaAgreesWithDecoder(t *testing.T) {
@@ -123,29 +163,13 @@ func TestSchemaAgreesWithDecoder(t *testing.T) {
 	if err := json.Unmarshal(mustRead(t, filepath.Join(schemaDir, JSONSchemaFile)), &schema); err != nil {
 		t.Fatal(err)
 	}
-	presets, _ := filepath.Glob("../../../policies/*.yaml")
-	for _, path := range presets {
-		doc := yamlToJSON(t, mustRead(t, path))
-		if errs := validate(schema, doc, ""); len(errs) > 0 {
-			t.Errorf("%s: %v", path, errs)
+	for name, doc := range validPolicies(t) {
+		if errs := validate(schema, yamlToJSON(t, doc), ""); len(errs) > 0 {
+			t.Errorf("%s: %v", name, errs)
 		}
 	}
-	base := "apiVersion: gpupolicy.dev/v1alpha1\nkind: GPUPolicy\nmetadata: {name: x}\nspec:\n  kubernetesVersion: \"1.34\"\n  driver: {version: \"580.95.05\"}\n  cuda: {version: \"12.8\"}\n"
-	if errs := validate(schema, yamlToJSON(t, []byte(base)), ""); len(errs) > 0 {
-		t.Fatalf("minimal policy: %v", errs)
-	}
-	// decoder: whether v1alpha1.Decode rejects it too (enums and ranges are validation's job).
-	for name, c := range map[string]struct {
-		extra   string
-		decoder bool
-	}{
-		"unknown field":         {"  gitOps: argocd\n", true},
-		"unquoted version":      {"  containerRuntime: {version: 1.7}\n", true},
-		"bad enum":              {"  gitops: helm\n", false},
-		"port range":            {"  exporter: {port: 70000}\n", false},
-		"pool without selector": {"  nodePools: [{name: a}]\n", false},
-	} {
-		doc := []byte(base + c.extra)
+	for name, c := range mistakes {
+		doc := []byte(minimalPolicyYAML + c.extra)
 		if _, err := v1alpha1.Decode(doc); c.decoder && err == nil {
 			t.Errorf("%s: the decoder accepts it; the case is wrong", name)
 		}

@@ -54,8 +54,19 @@ func TestGateFollowsEventsNotInterval(t *testing.T) {
 		v, ok := n.Labels[key]
 		return v, ok
 	}
-	// Let the first pass, without a driver, finish.
-	time.Sleep(300 * time.Millisecond)
+	// The first pass, without a driver, has finished once it said why in the Node condition.
+	eventually(t, "GPUStackReady=False DriverNotLoaded after the first pass", func() bool {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range n.Status.Conditions {
+			if string(c.Type) == config.ConditionGPUStackReady {
+				return c.Reason == config.ReasonDriverNotLoaded
+			}
+		}
+		return false
+	})
 	if _, ok := label(config.LabelDeployToolkit); ok {
 		t.Fatal("toolkit gate open without a driver")
 	}

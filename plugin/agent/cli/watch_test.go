@@ -27,12 +27,12 @@ func runAsync(args ...string) (context.CancelFunc, <-chan int) {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if cond() {
 			return
 		}
 	}
-	t.Fatalf("timed out waiting for %s", what)
+	t.Fatalf("no %s within 30s", what)
 }
 
 // --watch re-installs a drop-in someone deleted as soon as it is gone (the interval here is an

@@ -87,6 +87,8 @@ type Client struct {
 	successes   atomic.Uint64
 	errors      atomic.Uint64
 	lastSuccess atomic.Int64 // unix nanoseconds
+
+	now func() time.Time // time.Now; a test's clock decides when the mapping is stale
 }
 
 // maxMessageSize matches the kubelet's own pod-resources client limit (16 MiB).
@@ -120,7 +122,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pod-resources socket %q: %w", abs, err)
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, conn: conn, client: podresourcesv1.NewPodResourcesListerClient(conn)}
+	c := &Client{cfg: cfg, log: cfg.Logger, conn: conn, client: podresourcesv1.NewPodResourcesListerClient(conn), now: time.Now}
 	c.cur.Store(&Mapping{})
 	return c, nil
 }
@@ -164,7 +166,7 @@ func (c *Client) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	resp, err := c.client.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
-	now := time.Now()
+	now := c.now()
 	prev := c.cur.Load()
 	if err != nil {
 		c.errors.Add(1)
