@@ -23,13 +23,14 @@ export KUSTOMIZE YQ AJV
 BINARIES := gpupolicy-fn gpu-device-plugin gpu-exporter gpu-node-agent
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0)
 
-.PHONY: all build fn image render tools host-deps containerd2 test unit stress lint check-rendered update-rendered generate fuzz e2e bench clean help
+.PHONY: all build fn image render tools host-deps containerd2 nvidia-ctk test unit stress lint check-rendered update-rendered generate fuzz e2e bench clean help
 
 all: build
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -e 's/:.*## /\t/' \
-	  -e 's|$$(CACHE)|$(CACHE)|g' -e 's|$$(CONTAINERD2_VERSION)|$(CONTAINERD2_VERSION)|g'
+	  -e 's|$$(CACHE)|$(CACHE)|g' -e 's|$$(CONTAINERD2_VERSION)|$(CONTAINERD2_VERSION)|g' \
+	  -e 's|$$(NVIDIA_CTK_VERSION)|$(NVIDIA_CTK_VERSION)|g' -e 's|$$(STRESS_COUNT)|$(STRESS_COUNT)|g'
 
 build: fn ## build every binary into bin/
 	@echo "build: the node programs (cgo for go-nvml; the first build takes a few minutes)"
@@ -97,6 +98,16 @@ export CONTAINERD2_VERSION
 containerd2: ## build containerd $(CONTAINERD2_VERSION) (containerd, shim, ctr) into $(CACHE)/node-bin
 	@e2e/hack/build-containerd.sh >/dev/null
 
+# NVIDIA's own nvidia-ctk (nvidia-container-toolkit), the peer of the runtime-handler
+# differential test (plugin/agent/toolkit): built from the module proxy, cached keyed by version.
+NVIDIA_CTK_VERSION ?= v1.20.2
+NVIDIA_CTK ?= $(CACHE)/peers/nvidia-ctk-$(NVIDIA_CTK_VERSION)/nvidia-ctk
+export GPUPOLICY_NVIDIA_CTK_BIN := $(NVIDIA_CTK)
+nvidia-ctk: $(NVIDIA_CTK) ## build NVIDIA's nvidia-ctk $(NVIDIA_CTK_VERSION) into $(CACHE)/peers (test peer)
+$(NVIDIA_CTK):
+	@echo "peers: building nvidia-ctk $(NVIDIA_CTK_VERSION) into $(dir $@) (first run only, about a minute)" >&2
+	@GOBIN=$(dir $@) GOFLAGS= $(GO) install github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk@$(NVIDIA_CTK_VERSION)
+
 # Only what render needs: the function and kustomize. Built static (CGO_ENABLED=0), as the image
 # builds it: a dynamically linked gpupolicy-fn pays the loader and libc's start on every call,
 # about 1.5 ms and 1.6 MiB of a KRM call's ~10 ms (BENCHMARKS.md, issue 18).
@@ -109,7 +120,7 @@ render: fn $(KUSTOMIZE) ## the main job: render examples/kustomize through real 
 	@echo "render: kustomize build examples/kustomize (runs bin/gpupolicy-fn as an exec function)" >&2
 	@$(KUSTOMIZE) build --enable-alpha-plugins --enable-exec examples/kustomize
 
-unit: build tools host-deps containerd2 ## unit and integration tests of the main module (real containerd 1.6 and the built 2.1.9 daemons)
+unit: build tools host-deps containerd2 $(NVIDIA_CTK) ## unit and integration tests of the main module (real containerd 1.6 and the built 2.1.9 daemons)
 	$(GO) test -count=1 ./...
 
 # The unit and integration tests on a machine whose cores are all busy: one busy loop per core
@@ -118,7 +129,7 @@ unit: build tools host-deps containerd2 ## unit and integration tests of the mai
 # `make test`: run it before landing a change to anything timing-sensitive.
 STRESS_COUNT ?= 5
 STRESS_HOGS  ?= $(shell nproc)
-stress: build tools host-deps containerd2 ## unit/integration tests -count=$(STRESS_COUNT) with every core kept busy by a CPU hog (not in make test)
+stress: build tools host-deps containerd2 $(NVIDIA_CTK) ## unit/integration tests -count=$(STRESS_COUNT) with every core kept busy by a CPU hog (not in make test)
 	@hogs=""; trap 'kill $$hogs 2>/dev/null' EXIT; \
 	for i in $$(seq $(STRESS_HOGS)); do bash -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
 	echo "stress: $(STRESS_HOGS) CPU hogs (pids$$hogs); go test -count=$(STRESS_COUNT) ./..."; \

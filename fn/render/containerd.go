@@ -29,8 +29,9 @@ func ConfigVersion(containerdVersion string) (int, error) {
 // containerdDropIn renders the drop-in that `gpu-node-agent toolkit install` writes into
 // containerRuntime.dropInDir: the runtime handler named toolkit.runtimeClassName running
 // nvidia-container-runtime, CDI when toolkit.cdi, and the default runtime when
-// toolkit.setAsDefault. Only what gpupolicy owns is here; the installer merges the node's own
-// CRI settings where containerd < 2.1 would otherwise drop them on import.
+// toolkit.setAsDefault. Only what gpupolicy owns is here; the installer starts the handler from
+// the node's runc runtime and merges the node's own CRI settings where containerd < 2.1 would
+// otherwise drop them on import.
 func containerdDropIn(p *v1alpha1.GPUPolicy) (string, error) {
 	cr := &p.Spec.ContainerRuntime
 	t := &p.Spec.Toolkit
@@ -54,7 +55,10 @@ func containerdDropIn(p *v1alpha1.GPUPolicy) (string, error) {
 		fmt.Fprintf(&b, "\n[%s.containerd]\n", cri)
 		fmt.Fprintf(&b, "  default_runtime_name = %s\n", tomlString(t.RuntimeClassName))
 	}
-	fmt.Fprintf(&b, "\n[%s.containerd.runtimes.%s]\n", cri, handler)
+	fmt.Fprintf(&b, "\n# On each node the agent starts this handler from a copy of the node's own runc runtime (its\n")
+	fmt.Fprintf(&b, "# default runtime when that runs runc, else runc, else crun), as `nvidia-ctk runtime configure`\n")
+	fmt.Fprintf(&b, "# does: SystemdCgroup and the node's other runc settings carry over; the keys below win.\n")
+	fmt.Fprintf(&b, "[%s.containerd.runtimes.%s]\n", cri, handler)
 	fmt.Fprintf(&b, "  runtime_type = %s\n", tomlString("io.containerd.runc.v2"))
 	fmt.Fprintf(&b, "\n[%s.containerd.runtimes.%s.options]\n", cri, handler)
 	fmt.Fprintf(&b, "  BinaryName = %s\n", tomlString(runtimePath(t)))

@@ -154,36 +154,45 @@ func (in *Installer) version(ctx context.Context) (Version, string, error) {
 	return got, bin, nil
 }
 
-// header marks the installed file so a person on the node knows where it comes from.
-func header(r rendered, v Version, base *nodeBase) string {
+// header marks the installed file so a person on the node knows where it comes from and what
+// it took from the node.
+func header(r rendered, v Version, base nodeBase, inherited string) string {
 	h := "# Managed by gpupolicy (gpu-node-agent toolkit install). Do not edit: change the GPUPolicy.\n" +
 		"# Rendered drop-in sha256: " + r.sha256 + "\n"
-	if base != nil {
+	if inherited != "" {
+		h += fmt.Sprintf("# Runtime handlers start from this node's %q runtime (from %s), as nvidia-ctk's do.\n", inherited, base.Source)
+	}
+	if v.ReplacesPluginTables() {
 		h += fmt.Sprintf("# containerd %s replaces whole plugin tables on import: merged with this node's own\n# settings from %s.\n", v, base.Source)
 	}
 	return h + "\n"
 }
 
-// desired computes the bytes the drop-in file must hold.
+// desired computes the bytes the drop-in file must hold: the rendered drop-in, its runtime
+// handlers started from the node's own runc runtime, and below containerd 2.1 the node's
+// plugin tables merged in.
 func (in *Installer) desired(ctx context.Context, r rendered, v Version, bin, configPath, dropIn string) ([]byte, error) {
-	if !v.ReplacesPluginTables() {
-		return append([]byte(header(r, v, nil)), r.bytes...), nil
-	}
 	var base nodeBase
 	var err error
 	if bin != "" {
 		base, err = baseFromDump(ctx, in.host(), bin, configPath, dropIn)
 	} else {
-		base, err = baseFromFiles(in.HostRoot, configPath, dropIn)
+		base, err = baseFromFiles(in.HostRoot, configPath, dropIn, v.ReplacesPluginTables())
 	}
 	if err != nil {
 		return nil, err
 	}
-	merged := mergeDropIn(r.table, base)
-	if _, ok := merged["version"]; !ok {
-		merged["version"] = int64(v.ConfigVersion())
+	drop, inherited, err := inheritHandlers(r.table, base.Plugins, v.ConfigVersion(), bin != "")
+	if err != nil {
+		return nil, err
 	}
-	return encode(header(r, v, &base), merged)
+	if v.ReplacesPluginTables() {
+		drop = mergeDropIn(drop, base)
+	}
+	if _, ok := drop["version"]; !ok {
+		drop["version"] = int64(v.ConfigVersion())
+	}
+	return encode(header(r, v, base, inherited), drop)
 }
 
 // Install converges the node once: drop-in, import, restart if needed, the CDI spec (when

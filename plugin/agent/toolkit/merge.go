@@ -98,9 +98,10 @@ type nodeBase struct {
 	Source  string // "containerd config dump" or "config files"
 }
 
-// baseFromFiles emulates containerd < 2.1 import semantics on the files: the main config's
-// plugin tables, each replaced as a whole by a later import that names the same plugin.
-func baseFromFiles(root, configHostPath, exclude string) (nodeBase, error) {
+// baseFromFiles emulates containerd's import semantics on the files: the main config's plugin
+// tables, each replaced as a whole by a later import that names the same plugin (containerd <
+// 2.1, replace) or merged key by key with it (2.1 on).
+func baseFromFiles(root, configHostPath, exclude string, replace bool) (nodeBase, error) {
 	b, err := readOptional(root, configHostPath)
 	if err != nil || b == nil {
 		return nodeBase{Plugins: table{}, Source: "config files (no main config)"}, err
@@ -133,6 +134,11 @@ func baseFromFiles(root, configHostPath, exclude string) (nodeBase, error) {
 			return nodeBase{}, err
 		}
 		for name, pt := range subTable(it, "plugins") {
+			if st, ok := pt.(table); ok && !replace {
+				dt, _ := plugins[name].(table)
+				plugins[name] = deepMerge(dt, st)
+				continue
+			}
 			plugins[name] = pt
 		}
 	}
@@ -242,7 +248,9 @@ func deepMerge(dst, src table) table {
 
 // mergeDropIn returns the drop-in containerd < 2.1 needs: every plugin table the rendered
 // drop-in touches is the node's whole table with the rendered keys merged on top, so the
-// import's table replacement keeps the node's own settings.
+// import's table replacement keeps the node's own settings. A runtime handler the drop-in
+// defines replaces the node's handler of that name, as nvidia-ctk's does (inheritHandlers has
+// already started it from the node's runc runtime).
 func mergeDropIn(rendered table, base nodeBase) table {
 	out := table{}
 	for k, v := range rendered {
@@ -252,7 +260,13 @@ func mergeDropIn(rendered table, base nodeBase) table {
 	for name, pt := range subTable(rendered, "plugins") {
 		rt, _ := pt.(table)
 		bt, _ := base.Plugins[name].(table)
-		merged[name] = deepMerge(deepMerge(table{}, bt), rt)
+		bt = copyTable(bt)
+		if runtimes := subTable(subTable(bt, "containerd"), "runtimes"); runtimes != nil {
+			for handler := range subTable(subTable(rt, "containerd"), "runtimes") {
+				delete(runtimes, handler)
+			}
+		}
+		merged[name] = deepMerge(bt, rt)
 	}
 	out["plugins"] = merged
 	return out
