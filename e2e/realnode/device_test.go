@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/gpupolicy/gpupolicy/e2e/internal/realnode"
 	standin "github.com/gpupolicy/gpupolicy/e2e/internal/standin/layout"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
@@ -97,6 +98,7 @@ func (s *nodeState) checkWorkloadDevice(wl *corev1.Pod) string {
 	if err := json.Unmarshal(b, &spec); err != nil {
 		t.Fatalf("%s: %v", recorded, err)
 	}
+	s.checkInheritedRuncRoot(cid)
 	env := map[string]string{}
 	var cdiVars []string
 	for _, kv := range spec.Process.Env {
@@ -129,6 +131,32 @@ func (s *nodeState) checkWorkloadDevice(wl *corev1.Pod) string {
 	})
 	t.Logf("containerd %s: workload %s got %s (%s=%s)", s.c.containerd, wl.Name, uuid, key, env[key])
 	return uuid
+}
+
+// checkInheritedRuncRoot: the nvidia handler runs runc as the node's runc runtime does. The
+// runc shim passes its options.Root to the runtime as --root <Root>/<namespace>; the stand-in
+// nvidia-container-runtime logged the call that created container cid, and its --root must be
+// the node's (realnode.RuncRoot), which the toolkit stage copied from the node's runc runtime
+// into the handler (containerd's own default, /run/containerd/runc, means it did not).
+func (s *nodeState) checkInheritedRuncRoot(cid string) {
+	t := s.t
+	t.Helper()
+	b, err := os.ReadFile(s.n.HostPath(filepath.Join(standin.RecordDir, standin.CallLog)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := realnode.RuncRoot + "/k8s.io"
+	for line := range strings.Lines(string(b)) {
+		var args []string
+		if err := json.Unmarshal([]byte(line), &args); err != nil || !slices.Contains(args, "create") || !slices.Contains(args, cid) {
+			continue
+		}
+		if i := slices.Index(args, "--root"); i < 0 || i+1 == len(args) || args[i+1] != want {
+			t.Errorf("the nvidia handler created container %s with %q: want --root %s, the node runc runtime's Root (its settings were not inherited)", cid, args, want)
+		}
+		return
+	}
+	t.Errorf("no create call of container %s in the stand-in runtime's log:\n%s", cid, b)
 }
 
 // checkExporterAttributes scrapes the exporter pod over the pod network: a GPU metric of the

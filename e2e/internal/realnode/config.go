@@ -12,6 +12,11 @@ const PauseImage = "registry.k8s.io/pause:3.10"
 const (
 	DebugRuntime       = "runc-debug"
 	RegistryConfigPath = "/etc/containerd/certs.d"
+	// RuncRoot is the node runc runtime's state directory (options.Root): a runc setting of
+	// the node's own that the nvidia handler must inherit, as it must inherit SystemdCgroup on
+	// a node whose kubelet uses the systemd cgroup driver (this VM runs no systemd, so runc's
+	// systemd driver cannot run here; Root shows the same inheritance on a real pod).
+	RuncRoot = "/run/runc-node"
 )
 
 // containerdConfig is the node's own /etc/containerd/config.toml: version 2 for 1.6, version 3
@@ -35,6 +40,7 @@ version = 2
 
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "` + RuncRoot + `"
 
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.` + DebugRuntime + `]
       runtime_type = "io.containerd.runc.v2"
@@ -75,6 +81,7 @@ version = 3
 
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "` + RuncRoot + `"
 
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.` + DebugRuntime + `]
       runtime_type = "io.containerd.runc.v2"

@@ -74,7 +74,7 @@ var nodePaths = []string{
 	"/var/lib/kubelet", "/etc/containerd", "/run/containerd", "/var/lib/containerd",
 	"/var/lib/gpupolicy", "/var/lib/gpupolicy-e2e", "/run/cdi", "/etc/cdi", "/usr/local/nvidia",
 	"/var/log/pods", "/var/log/containers", "/etc/cni/net.d", "/var/lib/cni", "/run/netns",
-	"/proc/driver",
+	"/proc/driver", RuncRoot,
 }
 
 // Start brings the node up: containerd running with the node's own config, the images
