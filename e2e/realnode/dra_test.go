@@ -3,10 +3,12 @@ package realnode
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,10 +27,12 @@ import (
 // TestRealNodeDRA: on a real kubelet v1.37 with containerd 2.1, the DRA plugin (gpu-device-plugin
 // dra against the dgxa100 mock, with its ServiceAccount's identity through the ResourceSlice
 // guardrails) registers through plugins_registry and publishes the node's GPUs; the kube-scheduler
-// allocates a claim; the kubelet calls NodePrepareResources, the plugin writes the claim's CDI
-// spec, and containerd injects it: the container sees its GPU in NVIDIA_VISIBLE_DEVICES. When
-// the pod goes, NodeUnprepareResources removes the spec. After a kubelet restart the plugin is
-// found again and a second claim's pod runs.
+// allocates a claim of two requests; the kubelet calls NodePrepareResources, the plugin writes
+// the claim's CDI spec, and containerd injects the devices of the one request the container
+// references: it sees that GPU through the node's CDI spec (as the toolkit stage's nvidia-ctk
+// writes it), NVIDIA_VISIBLE_DEVICES=void for the runtime, and nothing of the other request's
+// GPU. When the pod goes, NodeUnprepareResources removes the spec. After a kubelet restart the
+// plugin is found again and a second claim's pod runs.
 func TestRealNodeDRA(t *testing.T) {
 	ctx := context.Background()
 	// The stand-in pause and workload images; no gpupolicy image is needed (the plugin runs as a
@@ -109,6 +113,7 @@ func TestRealNodeDRA(t *testing.T) {
 		}
 		return len(uuids) == 8, fmt.Sprintf("%d devices", len(uuids))
 	})
+	writeNodeCDISpec(t, n, uuids)
 	first := runClaimPod(t, n, set.workloadRef, "dra-first", uuids, diag)
 	cdiSpecs := func() []string {
 		m, _ := filepath.Glob(n.HostPath(filepath.Join("/run/cdi", config.DRAClaimCDIFilePrefix+"*.json")))
@@ -168,8 +173,37 @@ type claimPod struct {
 	claimUID string
 }
 
-// runClaimPod creates ResourceClaim and pod NAME (one whole GPU) and waits until the pod's
-// container printed its environment: NVIDIA_VISIBLE_DEVICES is the allocated GPU's UUID.
+// writeNodeCDISpec writes the node's CDI spec as the toolkit stage's (stand-in) nvidia-ctk does:
+// kind nvidia.com/gpu, a device per GPU UUID whose edit sets standin.CDIDeviceEnv to it.
+func writeNodeCDISpec(t *testing.T, n *realnode.Node, uuids map[string]string) {
+	t.Helper()
+	type device struct {
+		Name           string              `json:"name"`
+		ContainerEdits map[string][]string `json:"containerEdits"`
+	}
+	spec := struct {
+		CDIVersion string   `json:"cdiVersion"`
+		Kind       string   `json:"kind"`
+		Devices    []device `json:"devices"`
+	}{CDIVersion: "0.6.0", Kind: config.CDIKind}
+	for _, uuid := range uuids {
+		spec.Devices = append(spec.Devices, device{Name: uuid, ContainerEdits: map[string][]string{"env": {standin.CDIDeviceEnv + "=" + uuid}}})
+	}
+	slices.SortFunc(spec.Devices, func(a, b device) int { return strings.Compare(a.Name, b.Name) })
+	b, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plugin's --cdi-dir is the node's /run/cdi (its /var/run/cdi: /var/run links to /run).
+	if err := os.WriteFile(n.HostPath(filepath.Join("/run/cdi", filepath.Base(config.CDISpecFile))), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runClaimPod creates ResourceClaim NAME of two requests (one whole GPU each: "gpu", which the
+// pod's container references, and "spare", which no container does) and pod NAME, and waits
+// until the container printed its environment: the "gpu" GPU through the node's CDI spec,
+// NVIDIA_VISIBLE_DEVICES=void, and no trace of the "spare" GPU.
 func runClaimPod(t *testing.T, n *realnode.Node, image, name string, uuids map[string]string, diag func() string) claimPod {
 	t.Helper()
 	ctx := context.Background()
@@ -178,8 +212,9 @@ func runClaimPod(t *testing.T, n *realnode.Node, image, name string, uuids map[s
 	}
 	claim, err := env.cs.ResourceV1().ResourceClaims(workloadNS).Create(ctx, &resourcev1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: workloadNS},
-		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-			Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com"}}}}},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
+			{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com"}},
+			{Name: "spare", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com"}}}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -193,20 +228,26 @@ func runClaimPod(t *testing.T, n *realnode.Node, image, name string, uuids map[s
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			ResourceClaims:                []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}},
 			Containers: []corev1.Container{{Name: "job", Image: image, ImagePullPolicy: corev1.PullNever,
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu", Request: "gpu"}}}}},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteClaimPod(t, name) })
-	var device string
+	var device, spare string
 	eventually(t, 90*time.Second, "claim "+name+" allocated", diag, func() (bool, string) {
 		c, err := env.cs.ResourceV1().ResourceClaims(workloadNS).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 1 {
+		if err != nil || c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 2 {
 			return false, fmt.Sprint(err, c.Status)
 		}
-		device = c.Status.Allocation.Devices.Results[0].Device
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Request == "gpu" {
+				device = r.Device
+			} else {
+				spare = r.Device
+			}
+		}
 		return true, ""
 	})
 	uuid := uuids[device]
@@ -218,8 +259,17 @@ func runClaimPod(t *testing.T, n *realnode.Node, image, name string, uuids map[s
 		}
 		pod = p
 		l := podLog(n, p, "job")
-		return strings.Contains(l, standin.EnvPrefix+"NVIDIA_VISIBLE_DEVICES="+uuid+"\n"), podSummary([]corev1.Pod{*p}) + "\n    " + tail(l, 5)
+		return strings.Contains(l, standin.WorkloadReady), podSummary([]corev1.Pod{*p}) + "\n    " + tail(l, 5)
 	})
+	l := podLog(n, pod, "job")
+	for _, want := range []string{standin.CDIDeviceEnv + "=" + uuid, "NVIDIA_VISIBLE_DEVICES=void"} {
+		if !strings.Contains(l, standin.EnvPrefix+want+"\n") {
+			t.Errorf("%s: the container's environment lacks %s:\n%s", name, want, l)
+		}
+	}
+	if strings.Contains(l, uuids[spare]) {
+		t.Errorf("%s: the container, which references request gpu (%s), sees the GPU of request spare (%s %s):\n%s", name, device, spare, uuids[spare], l)
+	}
 	t.Logf("%s: claim allocated %s (%s); the container saw it through CDI %s later", name, device, uuid, time.Since(start).Round(time.Millisecond))
 	return claimPod{pod: pod, claimUID: string(claim.UID)}
 }

@@ -102,7 +102,10 @@ func (c *plan) cdiSpec() bool {
 		return false
 	}
 	for _, pl := range devicePluginPools(c.p) {
-		if pl.settings != nil && pl.settings.DeviceListStrategy == config.DeviceListCDICRI {
+		// A DRA pool's claims inject each GPU through the node spec's nvidia.com/gpu=<uuid>
+		// (the DRA plugin's own spec only carries device nodes and turns the runtime's
+		// NVIDIA_VISIBLE_DEVICES off), so those nodes need the spec as cdi-cri ones do.
+		if pl.allocation == v1alpha1.AllocationDRA || (pl.settings != nil && pl.settings.DeviceListStrategy == config.DeviceListCDICRI) {
 			return true
 		}
 	}

@@ -38,8 +38,16 @@ func usesDRA(s *v1alpha1.Spec) bool {
 // ignored or mean the GPUs are advertised twice (as nvidia.com/gpu and as ResourceSlices) and
 // handed to two pods.
 func (c *checker) allocation(s *v1alpha1.Spec, w Written) {
+	cdiNeeded := false
 	for _, a := range allocations(s) {
-		if !c.oneOf(a.path, a.value, v1alpha1.AllocationDevicePlugin, v1alpha1.AllocationDRA) || a.value != v1alpha1.AllocationDRA || a.pool < 0 {
+		if !c.oneOf(a.path, a.value, v1alpha1.AllocationDevicePlugin, v1alpha1.AllocationDRA) || a.value != v1alpha1.AllocationDRA {
+			continue
+		}
+		if !v1alpha1.Bool(s.Toolkit.CDI) && !cdiNeeded {
+			cdiNeeded = true
+			c.errorf(a.path, a.value, "DRA hands each GPU to containerd as the node's CDI device nvidia.com/gpu=<uuid>, which the toolkit stage writes only with toolkit.cdi: true: set toolkit.cdi: true or allocation: devicePlugin")
+		}
+		if a.pool < 0 {
 			continue
 		}
 		set := w.pools[a.pool]

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
@@ -36,27 +37,34 @@ func deviceID(claim types.UID, device string) string {
 }
 
 // write puts the claim's spec in place atomically (a runtime may read it any moment) and
-// returns the CDI device ids per device name. Every device sets NVIDIA_VISIBLE_DEVICES to all
-// of the claim's UUIDs (the nvidia runtime injects them), adds the device nodes the host has
-// for it, and refers to the node's own spec (nvidia.com/gpu=<uuid>, installed by the toolkit
-// stage) when that exists, for the driver's libraries.
+// returns the CDI device ids per device name. Each device's edits are its own: its device node
+// here, and its driver files through the node spec's nvidia.com/gpu=<uuid> (installed by the
+// toolkit stage), the second id of each device. The kubelet hands a container only the ids of
+// the devices of the requests it references, so a container that uses one request of a claim
+// sees that request's GPUs and no other. The claim-wide edits hold only what names no GPU: the
+// driver's control nodes, and NVIDIA_VISIBLE_DEVICES=void, which keeps nvidia-container-runtime
+// from injecting GPUs of its own (an image's NVIDIA_VISIBLE_DEVICES=all included), as NVIDIA's
+// DRA driver does.
 func (c cdiSpecs) write(claim types.UID, devs []Device) (map[string][]string, error) {
-	uuids := make([]string, 0, len(devs))
+	node, err := c.nodeDevices()
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range devs {
-		uuids = append(uuids, d.UUID)
+		if !node[d.UUID] {
+			return nil, fmt.Errorf("the node's CDI spec %s has no device %s=%s for %s: its containers would start without the driver's files; the toolkit stage (toolkit.cdi: true) writes that spec when the node's GPUs are verified, so wait for it or check its status", c.nodeSpecPath(), config.CDIKind, d.UUID, d.Name)
+		}
 	}
 	spec := cdispec.Spec{
 		Kind:           config.DRAClaimCDIKind,
 		Annotations:    map[string]string{"gpupolicy.dev/claim-uid": string(claim)},
-		ContainerEdits: cdispec.ContainerEdits{Env: []string{"NVIDIA_VISIBLE_DEVICES=" + strings.Join(uuids, ",")}},
+		ContainerEdits: cdispec.ContainerEdits{Env: []string{"NVIDIA_VISIBLE_DEVICES=void"}},
 	}
 	for _, n := range nvidiaControlNodes {
 		if c.exists(n) {
 			spec.ContainerEdits.DeviceNodes = append(spec.ContainerEdits.DeviceNodes, &cdispec.DeviceNode{Path: n, HostPath: n})
 		}
 	}
-	_, err := os.Stat(filepath.Join(c.dir, filepath.Base(config.CDISpecFile)))
-	nodeSpec := err == nil
 	ids := map[string][]string{}
 	for _, d := range devs {
 		dev := cdispec.Device{Name: string(claim) + "-" + d.Name, Annotations: map[string]string{"gpupolicy.dev/device": d.Name}}
@@ -65,15 +73,11 @@ func (c cdiSpecs) write(claim types.UID, devs []Device) (map[string][]string, er
 				dev.ContainerEdits.DeviceNodes = append(dev.ContainerEdits.DeviceNodes, &cdispec.DeviceNode{Path: n, HostPath: n})
 			}
 		}
-		if len(dev.ContainerEdits.DeviceNodes) == 0 {
-			// A device entry needs at least one edit; the env is what the runtime acts on.
-			dev.ContainerEdits.Env = []string{"GPUPOLICY_DRA_DEVICE_" + strings.ToUpper(strings.ReplaceAll(d.Name, "-", "_")) + "=" + d.UUID}
-		}
+		// Which GPU this is, for the container's own programs and for a person: an edit of this
+		// device alone (a device entry needs at least one edit).
+		dev.ContainerEdits.Env = []string{"GPUPOLICY_DRA_DEVICE_" + strings.ToUpper(strings.ReplaceAll(d.Name, "-", "_")) + "=" + d.UUID}
 		spec.Devices = append(spec.Devices, dev)
-		ids[d.Name] = []string{deviceID(claim, d.Name)}
-		if nodeSpec {
-			ids[d.Name] = append(ids[d.Name], config.CDIKind+"="+d.UUID)
-		}
+		ids[d.Name] = []string{deviceID(claim, d.Name), config.CDIKind + "=" + d.UUID}
 	}
 	v, err := cdispec.MinimumRequiredVersion(&spec)
 	if err != nil {
@@ -104,6 +108,31 @@ func (c cdiSpecs) write(claim types.UID, devs []Device) (map[string][]string, er
 		return nil, err
 	}
 	return ids, nil
+}
+
+func (c cdiSpecs) nodeSpecPath() string {
+	return filepath.Join(c.dir, filepath.Base(config.CDISpecFile))
+}
+
+// nodeDevices are the device names of the node's CDI spec (nvidia-ctk cdi generate, one device
+// per GPU UUID, kind nvidia.com/gpu); missing, the error says where it comes from.
+func (c cdiSpecs) nodeDevices() (map[string]bool, error) {
+	b, err := os.ReadFile(c.nodeSpecPath())
+	if err != nil {
+		return nil, fmt.Errorf("the node's CDI spec: %w (the toolkit stage writes it when toolkit.cdi is true; DRA claims take each GPU's driver files from it)", err)
+	}
+	var spec cdispec.Spec
+	if err := yaml.Unmarshal(b, &spec); err != nil {
+		return nil, fmt.Errorf("the node's CDI spec %s: %w", c.nodeSpecPath(), err)
+	}
+	if spec.Kind != config.CDIKind {
+		return nil, fmt.Errorf("the node's CDI spec %s is of kind %q, want %s", c.nodeSpecPath(), spec.Kind, config.CDIKind)
+	}
+	names := map[string]bool{}
+	for _, d := range spec.Devices {
+		names[d.Name] = true
+	}
+	return names, nil
 }
 
 // remove deletes the claim's spec; a spec that is not there is already unprepared.

@@ -129,42 +129,99 @@ func claim(uid string, devices ...string) *resourceapi.ResourceClaim {
 	return c
 }
 
-// TestPrepareWritesOneCDISpecPerClaim: the spec a prepared claim gets is resolved by the CDI
-// library container runtimes use, and injects the claim's GPUs; unprepare removes it.
-func TestPrepareWritesOneCDISpecPerClaim(t *testing.T) {
-	dir := t.TempDir()
-	d := newDriver(t, nil, dir)
-	res, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim("uid-a", "gpu-1", "gpu-2")})
-	if err != nil || res["uid-a"].Err != nil {
-		t.Fatalf("prepare: %v %v", err, res["uid-a"].Err)
+// writeNodeSpec writes the node's CDI spec as the toolkit stage's nvidia-ctk does (kind
+// nvidia.com/gpu, one device per GPU and MIG UUID). Each device's edit names its UUID in a
+// variable of its own, so a test sees which ones a container got.
+func writeNodeSpec(t testing.TB, dir string, d *Driver) {
+	t.Helper()
+	spec := "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
+	for _, dev := range d.Devices() {
+		spec += fmt.Sprintf("- name: %s\n  containerEdits:\n    env: [\"NODE_SPEC_%s=%s\"]\n", dev.UUID, strings.ReplaceAll(dev.UUID, "-", "_"), dev.UUID)
 	}
+	spec += "containerEdits:\n  env: [\"NODE_SPEC_LIBRARIES=1\"]\n"
+	if err := os.WriteFile(filepath.Join(dir, "nvidia.yaml"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// containerIDs are the CDI ids the kubelet hands a container that references requests of a
+// claim (resources.claims[].request): those of the devices allocated for those requests.
+func containerIDs(res kubeletplugin.PrepareResult, requests ...string) []string {
 	var ids []string
-	for _, dev := range res["uid-a"].Devices {
-		ids = append(ids, dev.CDIDeviceIDs...)
+	for _, dev := range res.Devices {
+		if slices.ContainsFunc(dev.Requests, func(r string) bool { return slices.Contains(requests, r) }) {
+			ids = append(ids, dev.CDIDeviceIDs...)
+		}
 	}
-	want := []string{"k8s.gpu.nvidia.com/claim=uid-a-gpu-1", "k8s.gpu.nvidia.com/claim=uid-a-gpu-2"}
-	if !slices.Equal(ids, want) {
-		t.Fatalf("CDI ids %v, want %v", ids, want)
-	}
+	return ids
+}
+
+// inject applies CDI devices to an empty OCI spec with the CDI library container runtimes use,
+// reading the specs in dir, and returns the container's environment.
+func inject(t *testing.T, dir string, ids []string) []string {
+	t.Helper()
 	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if errs := cache.GetErrors(); len(errs) > 0 {
-		t.Fatalf("the CDI library refuses the spec: %v", errs)
+		t.Fatalf("the CDI library refuses a spec: %v", errs)
 	}
 	oci := &rspec.Spec{Process: &rspec.Process{}}
 	if _, err := cache.InjectDevices(oci, ids...); err != nil {
-		t.Fatalf("inject: %v", err)
+		t.Fatalf("inject %v: %v", ids, err)
 	}
-	env := strings.Join(oci.Process.Env, " ")
-	if !strings.Contains(env, "NVIDIA_VISIBLE_DEVICES="+d.byName["gpu-1"].UUID+","+d.byName["gpu-2"].UUID) {
-		t.Errorf("container env %q lacks the claim's GPUs", env)
+	return oci.Process.Env
+}
+
+// TestContainerSeesOnlyItsRequestsDevices: a claim with two requests (gpu-1 and gpu-2 for
+// "train", gpu-3 for "eval"); a container that references one request gets, through the CDI
+// library container runtimes use, exactly that request's GPUs: their own edits and their node
+// spec devices, nothing naming another GPU of the claim, and NVIDIA_VISIBLE_DEVICES=void so
+// nvidia-container-runtime adds none. Unprepare removes the spec.
+func TestContainerSeesOnlyItsRequestsDevices(t *testing.T) {
+	dir := t.TempDir()
+	d := newDriver(t, nil, dir)
+	writeNodeSpec(t, dir, d)
+	c := claim("uid-a", "gpu-1", "gpu-2", "gpu-3")
+	c.Status.Allocation.Devices.Results[2].Request = "eval"
+	for i := range 2 {
+		c.Status.Allocation.Devices.Results[i].Request = "train"
+	}
+	res, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
+	if err != nil || res["uid-a"].Err != nil {
+		t.Fatalf("prepare: %v %v", err, res["uid-a"].Err)
+	}
+	uuid := func(name string) string { return d.byName[name].UUID }
+	for _, ctr := range []struct {
+		requests []string
+		own      []string
+	}{
+		{[]string{"eval"}, []string{"gpu-3"}},
+		{[]string{"train"}, []string{"gpu-1", "gpu-2"}},
+		{[]string{"train", "eval"}, []string{"gpu-1", "gpu-2", "gpu-3"}},
+	} {
+		env := inject(t, dir, containerIDs(res["uid-a"], ctr.requests...))
+		joined := strings.Join(env, " ")
+		if !slices.Contains(env, "NVIDIA_VISIBLE_DEVICES=void") || !slices.Contains(env, "NODE_SPEC_LIBRARIES=1") {
+			t.Errorf("requests %v: env %q lacks NVIDIA_VISIBLE_DEVICES=void or the node spec's driver files", ctr.requests, env)
+		}
+		for _, name := range []string{"gpu-1", "gpu-2", "gpu-3"} {
+			mine := slices.Contains(ctr.own, name)
+			own := fmt.Sprintf("GPUPOLICY_DRA_DEVICE_%s=%s", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), uuid(name))
+			node := fmt.Sprintf("NODE_SPEC_%s=%s", strings.ReplaceAll(uuid(name), "-", "_"), uuid(name))
+			if mine != slices.Contains(env, own) || mine != slices.Contains(env, node) {
+				t.Errorf("requests %v: %s (%s) in the container: edits %v, node spec %v; want %v", ctr.requests, name, uuid(name), slices.Contains(env, own), slices.Contains(env, node), mine)
+			}
+			if !mine && strings.Contains(joined, uuid(name)) {
+				t.Errorf("requests %v: the container's env names %s of request it does not reference: %q", ctr.requests, name, env)
+			}
+		}
 	}
 	if _, err := d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "uid-a"}}); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, config.DRAClaimCDIFilePrefix+"*")); len(left) != 0 {
 		t.Errorf("unprepare left %v", left)
 	}
 	// Idempotent: the kubelet may ask again.
@@ -173,11 +230,33 @@ func TestPrepareWritesOneCDISpecPerClaim(t *testing.T) {
 	}
 }
 
+// Without the node's spec entry for a GPU, its containers would start without the driver's
+// files: prepare refuses (the kubelet retries) and writes nothing.
+func TestPrepareNeedsTheNodeSpec(t *testing.T) {
+	dir := t.TempDir()
+	d := newDriver(t, nil, dir)
+	res, _ := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim("uid-a", "gpu-1")})
+	if err := res["uid-a"].Err; err == nil || !strings.Contains(err.Error(), "toolkit.cdi is true") {
+		t.Errorf("prepare without the node spec: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nvidia.yaml"), []byte("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim("uid-a", "gpu-1")})
+	if err := res["uid-a"].Err; err == nil || !strings.Contains(err.Error(), "has no device nvidia.com/gpu="+d.byName["gpu-1"].UUID) {
+		t.Errorf("prepare with a node spec that lacks the GPU: %v", err)
+	}
+	if _, err := os.Stat(d.cdi.path("uid-a")); err == nil {
+		t.Error("a refused claim got a CDI spec")
+	}
+}
+
 // TestPrepareRefusesADeviceHeldByAnotherClaim, also after a restart of the plugin (the held
 // devices are read back from the CDI specs).
 func TestPrepareRefusesADeviceHeldByAnotherClaim(t *testing.T) {
 	dir := t.TempDir()
 	d := newDriver(t, nil, dir)
+	writeNodeSpec(t, dir, d)
 	ctx := context.Background()
 	if res, _ := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("uid-a", "gpu-3")}); res["uid-a"].Err != nil {
 		t.Fatal(res["uid-a"].Err)
