@@ -132,15 +132,8 @@ func watchUpdates(t *testing.T, mon *health.Monitor) (chan health.Update, func(u
 // is zero at driver load, so the GPU is Unhealthy from the first reading, during Start (before
 // the caller advertises anything), and recovers by the usual rule while the count stays put.
 func TestECCErrorsBeforeStartMarkUnhealthy(t *testing.T) {
-	m, err := gpumock.New("dgxa100")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, gpus := mockGPUs(t)
 	if err := m.AddDoubleBitErrors(2, 5); err != nil {
-		t.Fatal(err)
-	}
-	gpus, _, err := devices.Enumerate(m, t.TempDir())
-	if err != nil {
 		t.Fatal(err)
 	}
 	mon := health.New(m, gpus, health.Options{RecoveryPeriod: 100 * time.Millisecond, ProbeInterval: 5 * time.Millisecond,
@@ -158,14 +151,7 @@ func TestECCErrorsBeforeStartMarkUnhealthy(t *testing.T) {
 // An event NVML raises after Start and before Run reads the set is not lost: Start is the
 // point from which a caller may advertise devices.
 func TestEventBetweenStartAndRunIsSeen(t *testing.T) {
-	m, err := gpumock.New("dgxa100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpus, _, err := devices.Enumerate(m, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, gpus := mockGPUs(t)
 	mon := health.New(m, gpus, health.Options{RecoveryPeriod: time.Hour, ProbeInterval: time.Hour,
 		Logger: slog.New(slog.DiscardHandler)})
 	updates := make(chan health.Update, 64)
@@ -200,14 +186,7 @@ func TestEventBetweenStartAndRunIsSeen(t *testing.T) {
 // brings it back. A test clock makes this exact whatever the machine's load: each step waits
 // for a probe that read the step's time, not for wall time to pass.
 func TestRecoveryWaitsForThePeriod(t *testing.T) {
-	m, err := gpumock.New("dgxa100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpus, _, err := devices.Enumerate(m, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, gpus := mockGPUs(t)
 	t0 := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 	var clock, lastRead atomic.Int64 // offsets from t0
 	// probes receives, for every probe of GPU 0 that it answered, the time that probe read.
@@ -260,4 +239,18 @@ func TestRecoveryWaitsForThePeriod(t *testing.T) {
 	}
 	clock.Store(int64(period))
 	expect(gpus[0].UUID, true, "sane for 300ms")
+}
+
+// mockGPUs is the dgxa100 mock and its enumerated GPUs.
+func mockGPUs(t *testing.T) (*gpumock.Mock, []devices.GPU) {
+	t.Helper()
+	m, err := gpumock.New("dgxa100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, _, err := devices.Enumerate(m, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, gpus
 }
