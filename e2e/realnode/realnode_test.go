@@ -123,6 +123,7 @@ func testRealNode(t *testing.T, c nodeCase, images *imageSet, timing *timingFile
 	timing.add(fmt.Sprintf("| containerd %s | node registered → workload Running | %s |", c.containerd, took.Round(100*time.Millisecond)))
 	uuid := s.checkWorkloadDevice(wl)
 	s.checkExporterAttributes(exp, uuid)
+	s.recordFootprint(timing)
 
 	worst := s.restartKubelet10(wl, uuid)
 	timing.add(fmt.Sprintf("| containerd %s | kubelet restart → device plugin registered, worst of 10 | %s |", c.containerd, worst.Round(time.Millisecond)))
