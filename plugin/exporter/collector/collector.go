@@ -286,8 +286,8 @@ func (c *Collector) sampleGPM(g *gpuState, v *Values) {
 }
 
 // Run collects immediately, then every interval (and right after an XID event or a lost GPU)
-// until ctx ends. XID events are registered before the first collection, so once a snapshot
-// exists (the exporter's /readyz) no XID goes uncounted.
+// until ctx ends. XID events are registered before the first collection, so once Ready is
+// closed (the exporter's /readyz) no XID goes uncounted.
 func (c *Collector) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	if w := c.registerXIDs(); w != nil {
