@@ -23,7 +23,7 @@ export KUSTOMIZE YQ AJV
 BINARIES := gpupolicy-fn gpu-device-plugin gpu-exporter gpu-node-agent
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0)
 
-.PHONY: all build fn image render tools host-deps containerd2 nvidia-ctk test unit stress lint check-rendered update-rendered generate fuzz e2e bench clean help
+.PHONY: all build fn image render tools host-deps containerd2 nvidia-ctk toolkit-peers gfd-labels test unit stress lint check-rendered update-rendered generate fuzz e2e bench clean help
 
 all: build
 
@@ -108,6 +108,22 @@ $(NVIDIA_CTK):
 	@echo "peers: building nvidia-ctk $(NVIDIA_CTK_VERSION) into $(dir $@) (first run only, about a minute)" >&2
 	@GOBIN=$(dir $@) GOFLAGS= $(GO) install github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk@$(NVIDIA_CTK_VERSION)
 
+# NVIDIA's toolkit installer, runtime, hooks and config loader (nvidia-container-toolkit
+# $(NVIDIA_CTK_VERSION)), the peers of the toolkit-config test (fn/render): cached, keyed by version.
+TOOLKIT_PEERS ?= $(CACHE)/peers/nvidia-toolkit-$(NVIDIA_CTK_VERSION)
+export GPUPOLICY_TOOLKIT_PEERS := $(TOOLKIT_PEERS)
+toolkit-peers: ## build NVIDIA's nvidia-ctk-installer, runtime, hooks and config loader $(NVIDIA_CTK_VERSION) into $(CACHE)/peers (test peers)
+	@GPUPOLICY_CACHE=$(CACHE) NVIDIA_CTK_VERSION=$(NVIDIA_CTK_VERSION) hack/peers/toolkit/build.sh >/dev/null
+
+# gpu-feature-discovery's own labelers (k8s-device-plugin $(GFD_VERSION)) over the NVML mock, the
+# peer of the labels differential test (plugin/agent/cli): a copy of NVIDIA's module prepared once
+# per version, the program rebuilt each time (it links this checkout's mock; seconds when warm).
+GFD_VERSION ?= v0.17.4
+GFD_LABELS ?= $(CACHE)/peers/gfd-$(GFD_VERSION)/gfd-labels
+export GPUPOLICY_GFD_LABELS_BIN := $(GFD_LABELS)
+gfd-labels: ## build gpu-feature-discovery's labelers $(GFD_VERSION) over the NVML mock into $(CACHE)/peers (test peer)
+	@GPUPOLICY_CACHE=$(CACHE) GFD_VERSION=$(GFD_VERSION) hack/peers/gfd-labels/build.sh $(GFD_LABELS)
+
 # Only what render needs: the function and kustomize. Built static (CGO_ENABLED=0), as the image
 # builds it: a dynamically linked gpupolicy-fn pays the loader and libc's start on every call,
 # about 1.5 ms and 1.6 MiB of a KRM call's ~10 ms (BENCHMARKS.md, issue 18).
@@ -120,7 +136,7 @@ render: fn $(KUSTOMIZE) ## the main job: render examples/kustomize through real 
 	@echo "render: kustomize build examples/kustomize (runs bin/gpupolicy-fn as an exec function)" >&2
 	@$(KUSTOMIZE) build --enable-alpha-plugins --enable-exec examples/kustomize
 
-unit: build tools host-deps containerd2 $(NVIDIA_CTK) ## unit and integration tests of the main module (real containerd 1.6 and the built 2.1.9 daemons)
+unit: build tools host-deps containerd2 $(NVIDIA_CTK) toolkit-peers gfd-labels ## unit and integration tests of the main module (real containerd 1.6 and the built 2.1.9 daemons)
 	$(GO) test -count=1 ./...
 
 # The unit and integration tests on a machine whose cores are all busy: one busy loop per core
@@ -129,7 +145,7 @@ unit: build tools host-deps containerd2 $(NVIDIA_CTK) ## unit and integration te
 # `make test`: run it before landing a change to anything timing-sensitive.
 STRESS_COUNT ?= 5
 STRESS_HOGS  ?= $(shell nproc)
-stress: build tools host-deps containerd2 $(NVIDIA_CTK) ## unit/integration tests -count=$(STRESS_COUNT) with every core kept busy by a CPU hog (not in make test)
+stress: build tools host-deps containerd2 $(NVIDIA_CTK) toolkit-peers gfd-labels ## unit/integration tests -count=$(STRESS_COUNT) with every core kept busy by a CPU hog (not in make test)
 	@hogs=""; trap 'kill $$hogs 2>/dev/null' EXIT; \
 	for i in $$(seq $(STRESS_HOGS)); do bash -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
 	echo "stress: $(STRESS_HOGS) CPU hogs (pids$$hogs); go test -count=$(STRESS_COUNT) ./..."; \

@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpupolicy/gpupolicy/fn/testing/peer"
+	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
 
 const prScript = "github-actions/gpupolicy-pr.sh"

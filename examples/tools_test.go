@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gpupolicy/gpupolicy/fn/testing/peer"
+	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
 
 // KustomizeVersion is the kustomize the examples are verified with (the Makefile pins the same).

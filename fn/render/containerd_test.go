@@ -15,7 +15,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/render"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 
-	"github.com/gpupolicy/gpupolicy/fn/testing/peer"
+	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
 
 func dropIn(t *testing.T, objs render.Objects) string {

@@ -13,7 +13,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
 	"github.com/gpupolicy/gpupolicy/fn/render"
 
-	"github.com/gpupolicy/gpupolicy/fn/testing/peer"
+	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
 
 func prometheusRule(t *testing.T, objs render.Objects) map[string]any {

@@ -26,7 +26,50 @@ const toolkitScratchDir = "/run/gpupolicy-scratch"
 // containerd only when the bytes changed, verifies the handler and writes the status file the
 // gate reads. Both write the host, so both are privileged; hostPID lets the installer find
 // containerd's process and signal it (restartMode signal).
+//
+// The toolkit's config and the CDI spec name the driver's root on the host, which depends on
+// the driver's source: gpu-container-toolkit serves the nodes whose driver root is
+// spec.driver's, and gpu-container-toolkit-<pool> each pool whose own driver has the other root.
 func renderToolkit(c *plan) (Objects, error) {
+	var out Objects
+	for _, st := range c.toolkitStages() {
+		obj, err := c.toolkitDaemonSet(st)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+// toolkitStage is one toolkit DaemonSet: its name, where it runs and the driver root there.
+type toolkitStage struct {
+	name       string
+	placement  placement
+	driverRoot string
+}
+
+// toolkitStages: one for the driver root of spec.driver, less the pools whose own driver has
+// another root, and one for each of those pools.
+func (c *plan) toolkitStages() []toolkitStage {
+	specRoot := driverRoot(c.p.Spec.Driver)
+	var other []*v1alpha1.NodePool
+	for _, np := range c.p.Spec.DriverPools() {
+		if d, _ := c.p.Spec.PoolDriver(np); driverRoot(d) != specRoot {
+			other = append(other, np)
+		}
+	}
+	stages := []toolkitStage{{name: NameToolkit, driverRoot: specRoot,
+		placement: placement{gate: config.LabelDeployToolkit, exclude: other}}}
+	for _, np := range other {
+		d, _ := c.p.Spec.PoolDriver(np)
+		stages = append(stages, toolkitStage{name: NameToolkit + "-" + np.Name, driverRoot: driverRoot(d),
+			placement: placement{gate: config.LabelDeployToolkit, pool: np.NodeSelector}})
+	}
+	return stages
+}
+
+func (c *plan) toolkitDaemonSet(st toolkitStage) (Object, error) {
 	s := &c.p.Spec
 	cr := &s.ContainerRuntime
 	// The installer runs the node's own containerd (config dump) and systemctl chrooted into
@@ -52,8 +95,9 @@ func renderToolkit(c *plan) (Objects, error) {
 	}
 	vols, mounts := volumesAndMounts(ms...)
 	d := daemonSet{
-		name: NameToolkit, component: "toolkit", stage: StageToolkit,
-		placement:      placement{gate: config.LabelDeployToolkit},
+		name: st.name, component: "toolkit", stage: StageToolkit,
+		serviceAccount: NameToolkit,
+		placement:      st.placement,
 		hostPID:        true,
 		maxUnavailable: maxUnavailableOf(c.p.Spec.Toolkit.UpdateStrategy),
 		configs:        [][]byte{[]byte(c.dropIn)},
@@ -76,13 +120,12 @@ func renderToolkit(c *plan) (Objects, error) {
 		}},
 	}
 	if cdiSpec {
-		d.containers[0].Command = append(d.containers[0].Command, c.cdiSpecFlags()...)
+		d.containers[0].Command = append(d.containers[0].Command, c.cdiSpecFlags(st.driverRoot)...)
 	}
 	if s.Toolkit.Source == v1alpha1.SourceContainer {
-		c.toolkitCopy(&d)
+		c.toolkitCopy(&d, st.driverRoot)
 	}
-	obj, err := c.build(d)
-	return Objects{obj}, err
+	return c.build(d)
 }
 
 // cdiDir holds the CDI specs: one of containerd's default cdi_spec_dirs.
@@ -114,21 +157,21 @@ func (c *plan) cdiSpec() bool {
 
 // cdiSpecFlags tell the installer where the spec goes, which nvidia-ctk makes it (the copied
 // one for source=container, else the node's PATH) and where the driver lives.
-func (c *plan) cdiSpecFlags() []string {
+func (c *plan) cdiSpecFlags(driverRoot string) []string {
 	flags := []string{"--cdi-spec", config.CDISpecFile}
 	if c.p.Spec.Toolkit.Source == v1alpha1.SourceContainer {
 		flags = append(flags, "--nvidia-ctk", config.ToolkitInstallDir+"/nvidia-ctk")
 	}
-	if root := c.driverRoot(); root != "/" {
-		flags = append(flags, "--cdi-driver-root", root)
+	if driverRoot != "/" {
+		flags = append(flags, "--cdi-driver-root", driverRoot)
 	}
 	return flags
 }
 
-// driverRoot is where the driver's files are on the host: NVIDIA's driver container installs
+// driverRoot is where a driver's files are on the host: NVIDIA's driver container installs
 // them under /run/nvidia/driver.
-func (c *plan) driverRoot() string {
-	if c.p.Spec.Driver.Source == v1alpha1.SourceContainer {
+func driverRoot(d v1alpha1.Driver) string {
+	if d.Source == v1alpha1.SourceContainer {
 		return "/run/nvidia/driver"
 	}
 	return "/"
@@ -137,9 +180,8 @@ func (c *plan) driverRoot() string {
 // toolkitCopy adds NVIDIA's toolkit installer as an init container that only copies the
 // binaries (and, with CDI, generates the CDI spec); containerd is configured by the reviewed
 // drop-in alone.
-func (c *plan) toolkitCopy(d *daemonSet) {
+func (c *plan) toolkitCopy(d *daemonSet, driverRoot string) {
 	s := &c.p.Spec
-	driverRoot := c.driverRoot()
 	ms := []mount{
 		hostPath("host-nvidia-install", path.Dir(config.ToolkitInstallDir), corev1.HostPathDirectoryOrCreate, path.Dir(config.ToolkitInstallDir), false),
 		hostPath("host-driver-root", driverRoot, corev1.HostPathDirectory, "/driver-root", true),

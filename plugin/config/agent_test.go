@@ -108,3 +108,29 @@ func TestMatchesNodeSelector(t *testing.T) {
 		}
 	}
 }
+
+// MPS needs at least 2 clients per GPU and excludes time-slicing; the error names the field.
+func TestMPSSharingIsChecked(t *testing.T) {
+	for _, c := range []struct {
+		sharing Sharing
+		want    string
+	}{
+		{Sharing{TimeSlicing: TimeSlicing{Replicas: 1}, MPS: &MPS{Replicas: 1}}, "devicePlugin.sharing.mps.replicas 1 is not between 2 and 256"},
+		{Sharing{TimeSlicing: TimeSlicing{Replicas: 2}, MPS: &MPS{Replicas: 4}}, "devicePlugin.sharing: mps and timeSlicing replicas 2 are both set"},
+		{Sharing{TimeSlicing: TimeSlicing{Replicas: 1}, MPS: &MPS{Replicas: 4}}, ""},
+	} {
+		err := checkReplicas("devicePlugin", DevicePlugin{Sharing: c.sharing})
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.sharing, err, c.want)
+		}
+	}
+	if s, r := (Sharing{TimeSlicing: TimeSlicing{Replicas: 1}, MPS: &MPS{Replicas: 4}}).Strategy(); s != SharingMPS || r != 4 {
+		t.Errorf("Strategy() = %s %d", s, r)
+	}
+	// The device plugin does not serve MPS yet: it refuses rather than hand out GPUs unshared.
+	cfg := DefaultDevicePlugin()
+	cfg.Sharing.MPS = &MPS{Replicas: 4}
+	if err := ValidateDevicePlugin(cfg); err == nil || !strings.Contains(err.Error(), "sharing.mps") {
+		t.Errorf("device plugin with MPS: %v", err)
+	}
+}

@@ -131,6 +131,34 @@ type DevicePlugin struct {
 // Sharing of one GPU between containers.
 type Sharing struct {
 	TimeSlicing TimeSlicing `json:"timeSlicing"`
+	// MPS shares each GPU between Replicas clients through NVIDIA's MPS control daemon
+	// (k8s-device-plugin's sharing.mps); it excludes TimeSlicing. nil: no MPS. The feature
+	// labels describe it as gpu-feature-discovery does; the device plugin refuses it until
+	// it serves MPS.
+	MPS *MPS `json:"mps,omitempty"`
+}
+
+// MPS is the MPS sharing of a GPU: Replicas clients each (2 or more).
+type MPS struct {
+	Replicas int `json:"replicas"`
+}
+
+// Sharing strategies, under gpu-feature-discovery's names (label nvidia.com/gpu.sharing-strategy).
+const (
+	SharingNone        = "none"
+	SharingTimeSlicing = "time-slicing"
+	SharingMPS         = "mps"
+)
+
+// Strategy is the sharing strategy in force and each GPU's replicas (1 when none).
+func (s Sharing) Strategy() (string, int) {
+	switch {
+	case s.MPS != nil && s.MPS.Replicas > 1:
+		return SharingMPS, s.MPS.Replicas
+	case s.TimeSlicing.Replicas > 1:
+		return SharingTimeSlicing, s.TimeSlicing.Replicas
+	}
+	return SharingNone, 1
 }
 
 // TimeSlicing advertises each GPU Replicas times (ids "<uuid>::<n>"); 1 means no sharing.

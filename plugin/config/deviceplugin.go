@@ -164,6 +164,11 @@ func ValidateDevicePlugin(cfg DevicePlugin) error {
 		// ListAndWatch too large for the kubelet to read (nothing would be advertised).
 		return fmt.Errorf("field sharing.timeSlicing.replicas: %d is over the limit of %d: every replica of every device goes into one ListAndWatch message, which the kubelet reads with gRPC's 4 MiB limit; use at most %d", r, MaxReplicas, MaxReplicas)
 	}
+	if cfg.Sharing.MPS != nil {
+		// The feature labels know MPS (plugin/agent/labels); serving it needs the MPS control
+		// daemon, which this plugin does not run: refuse rather than hand out GPUs unshared.
+		return fmt.Errorf("field sharing.mps: MPS sharing is not served by this device plugin; use sharing.timeSlicing")
+	}
 	if _, err := RecoveryPeriod(cfg); err != nil {
 		return err
 	}

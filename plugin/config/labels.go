@@ -69,8 +69,14 @@ const (
 	LabelMIGConfig          = "nvidia.com/mig.config"
 	LabelMIGConfigState     = "nvidia.com/mig.config.state"
 	LabelGPUSharingStrategy = "nvidia.com/gpu.sharing-strategy"
-	LabelMIGProfilePrefix   = "nvidia.com/mig-" // mixed: nvidia.com/mig-<profile>.<shape suffix>
-	LabelGPUShapePrefix     = "nvidia.com/gpu"  // single: nvidia.com/gpu<shape suffix>
+	LabelMIGProfilePrefix   = "nvidia.com/mig-"        // mixed: nvidia.com/mig-<profile>.<shape suffix>
+	LabelGPUShapePrefix     = "nvidia.com/gpu"         // single: nvidia.com/gpu<shape suffix>
+	LabelGPUMachine         = "nvidia.com/gpu.machine" // the node's DMI product name
+	LabelGPUMode            = "nvidia.com/gpu.mode"    // compute | graphics | unknown (PCI class)
+	LabelMPSCapable         = "nvidia.com/mps.capable"
+	LabelVGPUPresent        = "nvidia.com/vgpu.present"
+	LabelVGPUHostDriverVer  = "nvidia.com/vgpu.host-driver-version"
+	LabelVGPUHostDriverBr   = "nvidia.com/vgpu.host-driver-branch"
 )
 
 // FeatureLabelShapeSuffixes are the per-MIG-profile label suffixes (single: after
@@ -86,6 +92,8 @@ var featureLabels = map[string]bool{
 	LabelLegacyDriverMajor: true, LabelLegacyDriverMinor: true, LabelLegacyDriverRev: true,
 	LabelLegacyRuntimeMajor: true, LabelLegacyRuntimeMinor: true,
 	LabelMIGCapable: true, LabelMIGStrategy: true, LabelGPUReplicas: true, LabelGPUSharingStrategy: true,
+	LabelGPUMachine: true, LabelGPUMode: true, LabelMPSCapable: true,
+	LabelVGPUPresent: true, LabelVGPUHostDriverVer: true, LabelVGPUHostDriverBr: true,
 }
 
 // IsFeatureLabel reports whether the feature-discovery stage writes key (and so may remove
@@ -125,21 +133,21 @@ func SetByStack(key string) string {
 }
 
 // ProductLabel is the LabelGPUProduct value of an NVML device name ("NVIDIA A100-SXM4-80GB" →
-// "NVIDIA-A100-SXM4-80GB"), as gpu-feature-discovery writes it: the labels step writes it and
-// the MIG step compares a pool's gpuProduct with it.
+// "NVIDIA-A100-SXM4-80GB"), as gpu-feature-discovery writes it (its sanitise: characters other
+// than letters, digits, '-', '_', '.' and blanks are dropped, runs of blanks become one '-'):
+// the labels step writes it and the MIG step compares a pool's gpuProduct with it. Unlike
+// GFD's, the value is also cut to a valid label value (at most 63 characters, starting and
+// ending alphanumeric), so a long or odd name cannot get the whole label update refused.
 func ProductLabel(name string) string {
 	const maxLabelValueLength = 63
-	s := strings.Join(strings.Fields(name), "-")
 	var b strings.Builder
-	for _, r := range s {
+	for _, r := range name {
 		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.', r == ' ':
 			b.WriteRune(r)
-		default:
-			b.WriteRune('-')
 		}
 	}
-	out := strings.Trim(b.String(), "-_.")
+	out := strings.Trim(strings.Join(strings.Fields(b.String()), "-"), "-_.")
 	if len(out) > maxLabelValueLength {
 		out = strings.TrimRight(out[:maxLabelValueLength], "-_.")
 	}

@@ -23,3 +23,19 @@ func TestBusID(t *testing.T) {
 		t.Errorf("an id without NUL must keep the whole array: %d bytes", len(got))
 	}
 }
+
+func TestSysfsAddress(t *testing.T) {
+	for in, want := range map[string]string{
+		"00000000:07:00.0": "0000:07:00.0", // NVML's 8-digit domain
+		"00000001:B3:00.0": "0001:b3:00.0",
+		"0000:3B:00.0":     "0000:3b:00.0", // already the kernel's form
+	} {
+		var p nvml.PciInfo
+		for i, c := range in {
+			p.BusId[i] = int8(c)
+		}
+		if got := SysfsAddress(p); got != want {
+			t.Errorf("SysfsAddress(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

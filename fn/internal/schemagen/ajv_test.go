@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpupolicy/gpupolicy/fn/testing/peer"
+	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
 
 // AJVVersion is the ajv-cli the editor schema is checked with (the Makefile pins the same).

@@ -297,6 +297,7 @@ func labelsFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 	cfgPath, node, kubeconfig := configFlag(fs), nodeFlag(fs), kubeconfigFlag(fs)
 	openNVML := mockFlags(fs)
 	interval := fs.Duration("interval", 0, "relabel every interval (0: once and exit)")
+	sysfs := fs.String("sysfs", labels.DefaultSysfs, "where sysfs is mounted: the DMI product name (gpu.machine), the GPUs' PCI class (gpu.mode) and PCI config space (vgpu.*) are read there")
 	return func(ctx context.Context, e *env) error {
 		cfg, err := config.LoadAgent(*cfgPath)
 		if err != nil {
@@ -309,7 +310,7 @@ func labelsFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		defer lib.Shutdown()
 		if *node == "" { // no API: print the labels (a dry run on a host)
-			l, err := labels.FromNVML(lib, cfg.PoolFor(nil))
+			l, err := labels.FromNVML(lib, cfg.PoolFor(nil), *sysfs)
 			if err != nil {
 				return err
 			}
@@ -322,7 +323,7 @@ func labelsFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 		return every(ctx, *interval, log, func(ctx context.Context) error {
 			var computeErr error
 			_, err := nodeapi.Converge(ctx, client, *node, func(n *corev1.Node) []nodeapi.Change {
-				l, err := labels.FromNVML(lib, cfg.PoolFor(n.Labels))
+				l, err := labels.FromNVML(lib, cfg.PoolFor(n.Labels), *sysfs)
 				if err != nil {
 					computeErr = err
 					return nil

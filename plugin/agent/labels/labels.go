@@ -38,13 +38,15 @@ const (
 	MIGStrategy         = config.LabelMIGStrategy
 	Replicas            = config.LabelGPUReplicas
 	SharingStrategy     = config.LabelGPUSharingStrategy
+	Machine             = config.LabelGPUMachine
+	Mode                = config.LabelGPUMode
+	MPSCapable          = config.LabelMPSCapable
 )
 
 const (
-	sharingTimeSlicing   = "time-slicing"
-	sharingNone          = "none"
 	unknownFamily        = "undefined"
 	migNotSupportedValue = "false"
+	sharedSuffix         = "-SHARED"
 )
 
 // nvmlError names the failing call so a broken GPU or driver is diagnosable from the log.
@@ -79,13 +81,20 @@ func family(major, minor int) string {
 	return unknownFamily
 }
 
-// FromNVML computes the labels for a node with the given device plugin settings. GPU labels
-// describe device 0, as gpu-feature-discovery's do (nodes are homogeneous in practice).
-func FromNVML(lib nvml.Interface, dp config.DevicePlugin) (map[string]string, error) {
+// FromNVML computes the labels for a node with the given device plugin settings, reading the
+// facts NVML lacks (machine, PCI class, vGPU) from sysfs (DefaultSysfs in the container). GPU
+// labels describe device 0, as gpu-feature-discovery's do (nodes are homogeneous in practice).
+func FromNVML(lib nvml.Interface, dp config.DevicePlugin, sysfs string) (map[string]string, error) {
 	out := map[string]string{}
 	count, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return nil, nvmlError("DeviceGetCount", ret)
+	}
+	if count == 0 {
+		// Like gpu-feature-discovery: a node without a GPU gets no GPU, driver or sharing
+		// labels (those it had are removed); only the vGPU one.
+		vgpuLabels(lib, 0, sysfs, out)
+		return out, nil
 	}
 	out[Count] = strconv.Itoa(count)
 
@@ -105,23 +114,14 @@ func FromNVML(lib nvml.Interface, dp config.DevicePlugin) (map[string]string, er
 	out[RuntimeVersionFull], out[RuntimeVersionMajor], out[RuntimeVersionMinor] = gpulib.CUDAVersion(cuda), cmaj, cmin
 	out[LegacyRuntimeMajor], out[LegacyRuntimeMinor] = cmaj, cmin
 
-	if count > 0 {
-		if err := deviceLabels(lib, out); err != nil {
-			return nil, err
-		}
+	if err := deviceLabels(lib, out); err != nil {
+		return nil, err
 	}
+	out[Machine] = machine(sysfs)
+	out[Mode] = gpuMode(lib, count, sysfs)
+	vgpuLabels(lib, count, sysfs, out)
 
-	replicas := max(dp.Sharing.TimeSlicing.Replicas, 1)
-	out[Replicas] = strconv.Itoa(replicas)
-	out[SharingStrategy] = sharingNone
-	if replicas > 1 {
-		out[SharingStrategy] = sharingTimeSlicing
-	}
-	out[MIGStrategy] = dp.MIGStrategy
-	if out[MIGStrategy] == "" {
-		out[MIGStrategy] = config.MIGNone
-	}
-	if err := migLabels(lib, count, out[MIGStrategy], out); err != nil {
+	if err := resourceLabels(lib, count, dp, out); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -23,7 +23,7 @@ func mock(t *testing.T) *gpumock.Mock {
 
 func TestFromNVMLDGXA100(t *testing.T) {
 	dp := config.DevicePlugin{MIGStrategy: "single", Sharing: config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: 4}}}
-	got, err := FromNVML(mock(t), dp)
+	got, err := FromNVML(mock(t), dp, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,13 +34,14 @@ func TestFromNVMLDGXA100(t *testing.T) {
 		RuntimeVersionFull: "13.0", RuntimeVersionMajor: "13", RuntimeVersionMinor: "0",
 		LegacyRuntimeMajor: "13", LegacyRuntimeMinor: "0",
 		MIGCapable: "true", MIGStrategy: "single", Replicas: "4", SharingStrategy: "time-slicing",
+		Machine: "unknown", Mode: "unknown", MPSCapable: "false", // no sysfs here
 	}
 	product := got[Product]
 	delete(got, Product)
 	if !maps.Equal(got, want) {
 		t.Fatalf("labels\n got %v\nwant %v", got, want)
 	}
-	if !strings.HasSuffix(product, "A100-SXM4-40GB") || strings.Contains(product, " ") {
+	if !strings.HasSuffix(product, "A100-SXM4-40GB-SHARED") || strings.Contains(product, " ") {
 		t.Fatalf("product %q", product)
 	}
 	for k := range got {
@@ -83,7 +84,7 @@ func TestFromNVMLErrorsPerCall(t *testing.T) {
 		t.Run(call, func(t *testing.T) {
 			m := mock(t)
 			breakIt(m)
-			if _, err := FromNVML(m, config.DevicePlugin{}); err == nil || !strings.Contains(err.Error(), call) {
+			if _, err := FromNVML(m, config.DevicePlugin{}, t.TempDir()); err == nil || !strings.Contains(err.Error(), call) {
 				t.Fatalf("want error naming %s, got %v", call, err)
 			}
 		})
@@ -95,8 +96,8 @@ func TestMIGNotSupported(t *testing.T) {
 	for _, d := range m.Devices {
 		d.(*server.Device).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
 	}
-	got, err := FromNVML(m, config.DevicePlugin{})
-	if err != nil || got[MIGCapable] != "false" || got[MIGStrategy] != "none" || got[Replicas] != "1" || got[SharingStrategy] != "none" {
+	got, err := FromNVML(m, config.DevicePlugin{}, t.TempDir())
+	if err != nil || got[MIGCapable] != "false" || got[MIGStrategy] != "" || got[Replicas] != "1" || got[SharingStrategy] != "none" {
 		t.Fatalf("%v %v", got, err)
 	}
 }
@@ -114,7 +115,7 @@ func BenchmarkFromNVML(b *testing.B) {
 	dp := config.DevicePlugin{MIGStrategy: "none"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := FromNVML(m, dp); err != nil {
+		if _, err := FromNVML(m, dp, b.TempDir()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package labels
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -74,61 +75,93 @@ func shapeLabels(out map[string]string, prefix string, a nvml.DeviceAttributes) 
 	out[prefix+".engines.ofa"] = u(a.SharedOfaCount)
 }
 
-// migLabels adds the labels of the MIG strategy. single: the node advertises its MIG devices
-// as nvidia.com/gpu, so the product, count and memory labels describe them (every GPU must
-// have MIG on with one profile, else the product says MIG-INVALID and the count is 0, as
-// gpu-feature-discovery does). mixed: one label group per profile.
-func migLabels(lib nvml.Interface, count int, strategy string, out map[string]string) error {
-	if strategy == config.MIGNone || count == 0 {
-		return nil
+// resource is one advertised resource's labels under prefix (nvidia.com/gpu, or
+// nvidia.com/mig-<profile> under the mixed strategy), gpu-feature-discovery's base labels.
+type resource struct {
+	product  string // product label before the shared suffix
+	count    int
+	replicas int // 0: the resource is not shared at all (GPUs in MIG mode as whole GPUs)
+	strategy string
+	marked   bool // shared and not renamed: the product says -SHARED
+}
+
+func (r resource) write(out map[string]string, prefix string) {
+	strategy, product := config.SharingNone, r.product
+	if r.replicas > 1 {
+		strategy = r.strategy
+		if r.marked {
+			product += sharedSuffix
+		}
+	}
+	out[prefix+".product"] = config.ProductLabel(product)
+	out[prefix+".count"] = strconv.Itoa(r.count)
+	out[prefix+".replicas"] = strconv.Itoa(r.replicas)
+	out[prefix+".sharing-strategy"] = strategy
+}
+
+// resourceLabels writes the product, count, replicas and sharing labels of what the device
+// plugin advertises under dp, with the MIG strategy's labels, as gpu-feature-discovery does:
+//   - whole GPUs: shared by dp's replicas, except that GPUs in MIG mode count as unshared
+//     (replicas 0) when no GPU is outside MIG mode. A shared GPU's product ends in -SHARED
+//     unless the resource has a name of its own (GFD's rename: a resourceName other than
+//     nvidia.com/gpu).
+//   - single: every GPU in MIG mode with MIG devices of one profile, which then stand for
+//     nvidia.com/gpu (product <model>-MIG-<profile>, shape labels); any other MIG layout
+//     is <model>-MIG-INVALID with count, replicas and memory 0. No GPU in MIG mode: whole GPUs.
+//   - mixed: each profile is its own resource nvidia.com/mig-<profile>, shared by dp's
+//     replicas like every resource the plugin advertises, and never renamed.
+func resourceLabels(lib nvml.Interface, count int, dp config.DevicePlugin, out map[string]string) error {
+	strategy, replicas := dp.Sharing.Strategy()
+	renamed := dp.ResourceName != "" && dp.ResourceName != config.DefaultResourceName
+	migStrategy := cmp.Or(dp.MIGStrategy, config.MIGNone)
+	switch migStrategy {
+	case config.MIGNone, config.MIGSingle, config.MIGMixed:
+	default:
+		return fmt.Errorf("devicePlugin.migStrategy %q is not none|single|mixed", migStrategy)
 	}
 	enabled, devices, err := migInventory(lib, count)
 	if err != nil {
 		return err
 	}
-	switch strategy {
-	case config.MIGSingle:
-		anyMIG, names := false, map[string]nvml.DeviceAttributes{}
-		total := 0
-		for i := range count {
-			anyMIG = anyMIG || enabled[i]
-			for _, d := range devices[i] {
-				names[d.name] = d.attr
-			}
-			total += len(devices[i])
+	model := out[Product]
+	anyMIG, allMIG := slices.Contains(enabled, true), !slices.Contains(enabled, false)
+	whole := resource{product: model, count: count, replicas: replicas, strategy: strategy, marked: !renamed}
+	if allMIG {
+		whole = resource{product: model, count: count}
+	}
+	whole.write(out, config.LabelGPUShapePrefix)
+	out[MPSCapable] = strconv.FormatBool(strategy == config.SharingMPS && !anyMIG)
+	if migStrategy == config.MIGNone {
+		return nil
+	}
+	out[MIGStrategy] = migStrategy
+
+	counts, attrs := map[string]int{}, map[string]nvml.DeviceAttributes{}
+	for i := range count {
+		for _, d := range devices[i] {
+			counts[d.name]++
+			attrs[d.name] = d.attr
 		}
-		if !anyMIG {
-			return nil // no MIG on this node: the full-GPU labels stand
-		}
-		allOn := true
-		for _, e := range enabled {
-			allOn = allOn && e
-		}
-		if !allOn || len(names) != 1 {
-			out[Product] += "-MIG-INVALID"
-			out[Count] = "0"
-			return nil
-		}
-		for name, attr := range names {
-			out[Product] += "-MIG-" + name
-			out[Count] = strconv.Itoa(total)
-			shapeLabels(out, config.LabelGPUShapePrefix, attr)
-		}
-	case config.MIGMixed:
-		counts, attrs := map[string]int{}, map[string]nvml.DeviceAttributes{}
-		for i := range count {
-			for _, d := range devices[i] {
-				counts[d.name]++
-				attrs[d.name] = d.attr
-			}
-		}
+	}
+	if migStrategy == config.MIGMixed {
 		for _, n := range slices.Sorted(maps.Keys(counts)) {
 			prefix := config.LabelMIGProfilePrefix + n
-			out[prefix+".count"] = strconv.Itoa(counts[n])
+			resource{product: model + "-MIG-" + n, count: counts[n], replicas: replicas, strategy: strategy, marked: true}.write(out, prefix)
 			shapeLabels(out, prefix, attrs[n])
 		}
-	default:
-		return fmt.Errorf("devicePlugin.migStrategy %q is not none|single|mixed", strategy)
+		return nil
+	}
+	if !anyMIG {
+		return nil // single, but no GPU in MIG mode: the whole-GPU labels stand
+	}
+	if !allMIG || len(counts) != 1 || slices.ContainsFunc(devices, func(d []migProfile) bool { return len(d) == 0 }) {
+		resource{product: model + "-MIG-INVALID"}.write(out, config.LabelGPUShapePrefix)
+		out[config.LabelGPUSharingStrategy], out[Memory] = "", "0"
+		return nil
+	}
+	for n, c := range counts {
+		resource{product: model + "-MIG-" + n, count: c, replicas: replicas, strategy: strategy, marked: !renamed}.write(out, config.LabelGPUShapePrefix)
+		shapeLabels(out, config.LabelGPUShapePrefix, attrs[n])
 	}
 	return nil
 }

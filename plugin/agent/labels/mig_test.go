@@ -16,7 +16,7 @@ func TestMIGSingle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := FromNVML(m, config.DevicePlugin{MIGStrategy: config.MIGSingle})
+	got, err := FromNVML(m, config.DevicePlugin{MIGStrategy: config.MIGSingle}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestMIGSingle(t *testing.T) {
 	if err := m.ConfigureMIG(3); err != nil {
 		t.Fatal(err)
 	}
-	got, err = FromNVML(m, config.DevicePlugin{MIGStrategy: config.MIGSingle})
+	got, err = FromNVML(m, config.DevicePlugin{MIGStrategy: config.MIGSingle}, t.TempDir())
 	if err != nil || !strings.HasSuffix(got[Product], "-MIG-INVALID") || got[Count] != "0" {
 		t.Fatalf("invalid single: %v %v", got, err)
 	}
@@ -43,14 +43,14 @@ func TestMIGMixed(t *testing.T) {
 	if err := m.ConfigureMIG(1, nvml.GPU_INSTANCE_PROFILE_3_SLICE); err != nil {
 		t.Fatal(err)
 	}
-	got, err := FromNVML(m, config.DevicePlugin{MIGStrategy: config.MIGMixed})
+	got, err := FromNVML(m, config.DevicePlugin{MIGStrategy: config.MIGMixed}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got["nvidia.com/mig-3g.20gb.count"] != "2" || got["nvidia.com/mig-4g.20gb.count"] != "1" || got["nvidia.com/mig-4g.20gb.slices.gi"] != "4" || got[Count] != "8" {
 		t.Fatalf("mixed: %v", got)
 	}
-	if _, err := FromNVML(m, config.DevicePlugin{MIGStrategy: "both"}); err == nil || !strings.Contains(err.Error(), "migStrategy") {
+	if _, err := FromNVML(m, config.DevicePlugin{MIGStrategy: "both"}, t.TempDir()); err == nil || !strings.Contains(err.Error(), "migStrategy") {
 		t.Fatalf("bad strategy: %v", err)
 	}
 }

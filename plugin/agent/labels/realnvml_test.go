@@ -22,7 +22,7 @@ func TestRealNVML(t *testing.T) {
 	}
 	defer lib.Shutdown()
 	got, err := FromNVML(lib, config.DevicePlugin{ResourceName: "nvidia.com/gpu", MIGStrategy: "none",
-		Sharing: config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: 1}}})
+		Sharing: config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: 1}}}, DefaultSysfs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,37 +9,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
 
 // containerd2Bin is the containerd 2.1.9 binary `make containerd2` builds: $GPUPOLICY_CONTAINERD2_BIN,
 // else the build cache. Absent, the test skips, except in CI (CI set), where it fails.
 func containerd2Bin(t *testing.T) string {
-	return cachedPeer(t, "GPUPOLICY_CONTAINERD2_BIN", "node-bin/containerd-v2.1.9/containerd",
+	return peer.Bin(t, "GPUPOLICY_CONTAINERD2_BIN", "node-bin/containerd-v2.1.9/containerd",
 		"containerd 2.1.9 is not built: run `make containerd2` (e2e/hack/build-containerd.sh), or set GPUPOLICY_CONTAINERD2_BIN")
-}
-
-// cachedPeer is a real program the Makefile builds into the cache: $env, else rel under
-// $GPUPOLICY_CACHE (default ~/.cache/gpupolicy). Absent, the test skips with hint, except in
-// CI (CI set), where it fails.
-func cachedPeer(t *testing.T, env, rel, hint string) string {
-	t.Helper()
-	bin := os.Getenv(env)
-	if bin == "" {
-		cache := os.Getenv("GPUPOLICY_CACHE")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache", "gpupolicy")
-		}
-		bin = filepath.Join(cache, rel)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		msg := hint + " (" + err.Error() + ")"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return bin
 }
 
 // daemon is a real containerd serving DefaultContainerdSocket (a private /run/containerd in

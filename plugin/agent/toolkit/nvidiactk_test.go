@@ -12,13 +12,15 @@ import (
 	"testing"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+
+	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
 
 // nvidiaCtkBin is NVIDIA's nvidia-ctk of nvidia-container-toolkit v1.20.2, which `make
 // nvidia-ctk` builds from the module proxy into the cache: $GPUPOLICY_NVIDIA_CTK_BIN, else the
 // cache. Absent, the test skips, except in CI (CI set), where it fails.
 func nvidiaCtkBin(t *testing.T) string {
-	return cachedPeer(t, "GPUPOLICY_NVIDIA_CTK_BIN", "peers/nvidia-ctk-v1.20.2/nvidia-ctk",
+	return peer.Bin(t, "GPUPOLICY_NVIDIA_CTK_BIN", "peers/nvidia-ctk-v1.20.2/nvidia-ctk",
 		"nvidia-ctk v1.20.2 is not built: run `make nvidia-ctk`, or set GPUPOLICY_NVIDIA_CTK_BIN")
 }
 

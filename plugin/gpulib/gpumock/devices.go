@@ -218,6 +218,13 @@ func (st *deviceState) fillGPU(i int, d *server.Device) {
 		return dev, ret
 	}
 	d.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
+	// An A100 is not on a multi-node NVLink fabric (IMEX): NVML answers NOT_SUPPORTED, which
+	// gpu-feature-discovery reads as "no clique label".
+	d.GetGpuFabricInfoFunc = func() (nvml.GpuFabricInfo, nvml.Return) { return nvml.GpuFabricInfo{}, nvml.ERROR_NOT_SUPPORTED }
+	// Bare metal: neither a vGPU nor passed through to a VM.
+	d.GetVirtualizationModeFunc = func() (nvml.GpuVirtualizationMode, nvml.Return) {
+		return nvml.GPU_VIRTUALIZATION_MODE_NONE, nvml.SUCCESS
+	}
 	st.fillMIG(i, d)
 }
 

@@ -256,6 +256,21 @@ func (st *deviceState) gpuInstance(i, id int) nvml.GpuInstance {
 		}
 		return out, ret
 	}
+	h.GetComputeInstanceByIdFunc = func(ciID int) (nvml.ComputeInstance, nvml.Return) {
+		found := false
+		ret := st.read(func(s *migState) {
+			if gi := lookup(s); gi != nil {
+				found = slices.ContainsFunc(gi.CIs, func(ci ciMock) bool { return ci.ID == ciID })
+			}
+		})
+		if ret == nvml.SUCCESS && !found {
+			ret = nvml.ERROR_NOT_FOUND
+		}
+		if ret != nvml.SUCCESS {
+			return nil, ret
+		}
+		return st.computeInstance(i, id, ciID, h), nvml.SUCCESS
+	}
 	h.DestroyFunc = func() nvml.Return {
 		return st.change(func(s *migState) nvml.Return {
 			g := &s.GPUs[i]

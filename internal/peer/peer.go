@@ -46,3 +46,17 @@ func Tool(t testing.TB, env, name, version, bin string) string {
 	}
 	return path
 }
+
+// Bin returns the path of a program the Makefile builds into the cache: $env when set, else
+// rel under Cache. When nothing is there, Missing says hint.
+func Bin(t testing.TB, env, rel, hint string) string {
+	t.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		path = filepath.Join(Cache(t), rel)
+	}
+	if _, err := os.Stat(path); err != nil {
+		Missing(t, hint+" ("+err.Error()+")")
+	}
+	return path
+}
