@@ -5,7 +5,7 @@
 #
 #   docker build -t ghcr.io/gpupolicy/gpupolicy:v0.1.0 --build-arg VERSION=v0.1.0 .
 #
-# The tag must match what `gpupolicy-fn` renders for spec.images.gpupolicy (fn/version), so pass
+# The tag must match what `gpupolicy-fn` renders for spec.images.gpupolicy (version/), so pass
 # the same VERSION the function was built with. Without a Docker engine, `make image` builds this
 # file with buildah (e2e/hack/build-image.sh): it asks bin/gpupolicy-fn for the tag and VERSION
 # and writes bin/gpupolicy-image.tar (docker-archive, for `ctr -n k8s.io image import`).
@@ -47,7 +47,7 @@ COPY plugin/ plugin/
 ARG VERSION=v0.1.0
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     set -eu; mkdir -p /out; \
-    ldflags="-s -w -X github.com/gpupolicy/gpupolicy/fn/version.Version=${VERSION}"; \
+    ldflags="-s -w -X github.com/gpupolicy/gpupolicy/version.Version=${VERSION}"; \
     CGO_ENABLED=0 go build -ldflags "$ldflags" -o /out/gpupolicy-fn ./fn; \
     for b in gpu-device-plugin gpu-exporter gpu-node-agent; do \
       go build -ldflags "$ldflags" -o "/out/$b" "./plugin/cmd/$b"; \

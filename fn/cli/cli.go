@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/fn/krm"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
-	"github.com/gpupolicy/gpupolicy/fn/version"
+	"github.com/gpupolicy/gpupolicy/version"
 )
 
 // command is one subcommand's command line: its arguments after the name, and the exit code.

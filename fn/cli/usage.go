@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gpupolicy/gpupolicy/fn/version"
+	"github.com/gpupolicy/gpupolicy/version"
 )
 
 // commandHelp are the usage lines of the commands whose help is one line.

@@ -12,7 +12,7 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/gpupolicy/gpupolicy/fn/version"
+	"github.com/gpupolicy/gpupolicy/version"
 )
 
 // Flags are the registered flag values.

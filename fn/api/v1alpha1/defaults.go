@@ -7,8 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/gpupolicy/gpupolicy/fn/version"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/version"
 )
 
 // Documented defaults (fn/api/v1alpha1/README.md). kubernetesVersion, driver.version and

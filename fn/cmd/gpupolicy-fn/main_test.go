@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpupolicy/gpupolicy/fn/version"
+	"github.com/gpupolicy/gpupolicy/version"
 )
 
 // TestInstallsAsGpupolicyFn: `go install <module>/fn/cmd/gpupolicy-fn@<version>` names the

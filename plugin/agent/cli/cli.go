@@ -17,7 +17,6 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/commonflags"
-	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // command is one subcommand: its flag set is built fresh per use (help and run share it).
@@ -210,7 +209,7 @@ type usageError struct{ error }
 func (e usageError) Unwrap() error { return e.error }
 
 // pathFlags are the flags, of any subcommand, that name a host path or a directory of this
-// container; each subcommand's are refused when relative (config.CheckAbsolutePaths), as in
+// container; each subcommand's are refused when relative (commonflags.CheckAbsolutePaths), as in
 // the device plugin and the exporter.
 var pathFlags = []string{"mig-config-dir", "host-root", "proc", "config-path", "drop-in-dir", "containerd-bin", "cdi-spec", "nvidia-ctk", "cdi-driver-root", "containerd-socket"}
 
@@ -221,7 +220,7 @@ func checkPathFlags(fs *flag.FlagSet) error {
 			names = append(names, name)
 		}
 	}
-	return config.CheckAbsolutePaths(fs, names...)
+	return commonflags.CheckAbsolutePaths(fs, names...)
 }
 
 // nodeFlag registers --node with NODE_NAME as default.

@@ -63,7 +63,7 @@ func (c *command) parse(args []string, stdout, stderr io.Writer, absolute ...str
 	if c.fs.NArg() > 0 {
 		return c.usage(stderr, fmt.Errorf("unexpected arguments %q", c.fs.Args())), true
 	}
-	if err := config.CheckAbsolutePaths(c.fs, append(absolute, "host-root")...); err != nil {
+	if err := commonflags.CheckAbsolutePaths(c.fs, append(absolute, "host-root")...); err != nil {
 		return c.usage(stderr, err), true
 	}
 	if err := config.CheckInterval("probe-interval", *c.probe, config.MinProbeInterval, config.MaxProbeInterval, 5*time.Second); err != nil {

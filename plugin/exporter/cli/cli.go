@@ -48,7 +48,7 @@ Flags:
 	if fs.NArg() > 0 {
 		return o, nil, fmt.Errorf("unexpected arguments %q: gpu-exporter takes flags only (see --help)", fs.Args())
 	}
-	if err := config.CheckAbsolutePaths(fs, "pod-resources-socket"); err != nil {
+	if err := commonflags.CheckAbsolutePaths(fs, "pod-resources-socket"); err != nil {
 		return o, nil, err
 	}
 	if err := config.CheckInterval("interval", o.Interval, config.MinExporterInterval, config.MaxExporterInterval, 15*time.Second); err != nil {

@@ -1,4 +1,4 @@
-package config
+package commonflags
 
 import (
 	"flag"
@@ -17,7 +17,7 @@ func CheckAbsolutePaths(fs *flag.FlagSet, names ...string) error {
 	for _, name := range names {
 		f := fs.Lookup(name)
 		if f == nil {
-			panic("config.CheckAbsolutePaths: no flag --" + name)
+			panic("commonflags.CheckAbsolutePaths: no flag --" + name)
 		}
 		v := f.Value.String()
 		if v == "" || filepath.IsAbs(v) {
