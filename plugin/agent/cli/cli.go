@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -106,16 +107,64 @@ func isHelp(arg string) bool {
 // Main executes one gpu-node-agent command line (without the program name) and returns the
 // exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	p, code, done := parse(args, stdout, stderr)
+	if done {
+		return code
+	}
+	if p.common.PrintVersion(stdout, "gpu-node-agent") {
+		return 0
+	}
+	log, err := p.common.Logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpu-node-agent %s: %v\n", p.name, err)
+		return 2
+	}
+	if err := p.run(ctx, &env{stdout: stdout, stderr: stderr, log: log, args: p.fs.Args()}); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return 0 // SIGTERM: a clean stop (the toolkit never uninstalls on stop)
+		}
+		var usage usageError
+		if errors.As(err, &usage) {
+			fmt.Fprintf(stderr, "gpu-node-agent %s: %v\n", p.name, err)
+			return 2
+		}
+		log.Error("gpu-node-agent "+p.name+" failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// CheckArgs parses a command line (without the program name) exactly as Main does, with the
+// same flag sets and checks, and runs nothing: the rendered DaemonSets' args are tested with it.
+func CheckArgs(args []string) error {
+	var out bytes.Buffer
+	if _, code, done := parse(args, &out, &out); done && code != 0 {
+		return errors.New(strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// parsed is a command line Main can run: its subcommand, flags and common flags.
+type parsed struct {
+	name   string
+	fs     *flag.FlagSet
+	run    func(ctx context.Context, env *env) error
+	common *commonflags.Flags
+}
+
+// parse finds the subcommand, parses and checks its flags. done means exit with code: help,
+// the version, or a usage error (written to stderr).
+func parse(args []string, stdout, stderr io.Writer) (p parsed, code int, done bool) {
 	if len(args) == 0 || isHelp(args[0]) {
 		Usage(stdout)
 		if len(args) == 0 {
-			return 2
+			return p, 2, true
 		}
-		return 0
+		return p, 0, true
 	}
 	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
 		fmt.Fprintln(stdout, commonflags.VersionLine("gpu-node-agent"))
-		return 0
+		return p, 0, true
 	}
 	name, rest := args[0], args[1:]
 	if subs := groupSubcommands(name); subs != "" {
@@ -123,11 +172,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(rest) > 0 && isHelp(rest[0]) {
 			fmt.Fprintf(stdout, "Usage: gpu-node-agent %s %s [flags]\n", name, subs)
 			commandsUsage(stdout, name)
-			return 0
+			return p, 0, true
 		}
 		if len(rest) == 0 {
 			fmt.Fprintf(stderr, "gpu-node-agent %s: want a subcommand: %s (gpu-node-agent %s --help)\n", name, subs, name)
-			return 2
+			return p, 2, true
 		}
 		name, rest = name+" "+rest[0], rest[1:]
 	}
@@ -138,46 +187,25 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs := flag.NewFlagSet("gpu-node-agent "+c.name, flag.ContinueOnError)
 		fs.SetOutput(io.Discard) // a parse error is one line, below; only --help prints the manual
 		fs.Usage = func() {}
-		run := c.flags(fs)
-		common := commonflags.Register(fs)
+		p = parsed{name: c.name, fs: fs, run: c.flags(fs), common: commonflags.Register(fs)}
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fmt.Fprintf(stderr, "Usage: gpu-node-agent %s [flags]\n    %s\n", c.name, c.summary)
 				fs.SetOutput(stderr)
 				fs.PrintDefaults()
-				return 0
+				return p, 0, true
 			}
 			fmt.Fprintf(stderr, "gpu-node-agent %s: %s (gpu-node-agent %s --help lists its flags)\n", c.name, flagError(c.name, err), c.name)
-			return 2
+			return p, 2, true
 		}
 		if err := checkPathFlags(fs); err != nil {
 			fmt.Fprintf(stderr, "gpu-node-agent %s: %v\n", c.name, err)
-			return 2
+			return p, 2, true
 		}
-		if common.PrintVersion(stdout, "gpu-node-agent") {
-			return 0
-		}
-		log, err := common.Logger(stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "gpu-node-agent %s: %v\n", c.name, err)
-			return 2
-		}
-		if err := run(ctx, &env{stdout: stdout, stderr: stderr, log: log, args: fs.Args()}); err != nil {
-			if errors.Is(err, context.Canceled) {
-				return 0 // SIGTERM: a clean stop (the toolkit never uninstalls on stop)
-			}
-			var usage usageError
-			if errors.As(err, &usage) {
-				fmt.Fprintf(stderr, "gpu-node-agent %s: %v\n", c.name, err)
-				return 2
-			}
-			log.Error("gpu-node-agent "+c.name+" failed", "error", err)
-			return 1
-		}
-		return 0
+		return p, 0, false
 	}
-	fmt.Fprintf(stderr, "gpu-node-agent: unknown subcommand %q (gate | driver | toolkit install | toolkit uninstall | discover | mig | labels; --help)\n", strings.TrimSpace(name))
-	return 2
+	fmt.Fprintf(stderr, "gpu-node-agent: unknown subcommand %q (gate | driver | toolkit install | toolkit uninstall | discover | mig | upgrade | labels; --help)\n", strings.TrimSpace(name))
+	return p, 2, true
 }
 
 // flagError says what is wrong with a command line that does not parse; an unknown flag that

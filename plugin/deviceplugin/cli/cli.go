@@ -4,8 +4,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
+	"strings"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin"
@@ -44,14 +47,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "dra" {
 		return draMain(ctx, args[1:], stdout, stderr)
 	}
-	c := newCommand("gpu-device-plugin", commandHelp{usage: usage,
-		config:   "device plugin config (YAML, rendered by gpupolicy-fn into ConfigMap " + config.DevicePluginConfigMap + "[-<pool>]); empty: the GPUPolicy defaults",
-		hostRoot: "where the host's root filesystem is mounted; NUMA nodes are read from <host-root>/sys/bus/pci/devices",
-		probe:    "how often each GPU is probed (answers NVML, uncorrected ECC count) for health and recovery",
-		nodeName: "node name for the logs (default $NODE_NAME)",
-	}, stderr)
-	pluginDir := c.fs.String("plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device plugin directory; kubelet.sock is watched there and the plugin sockets are created there")
-	if code, done := c.parse(args, stdout, stderr, "plugin-dir"); done {
+	c, pluginDir := pluginCommand(stderr)
+	if code, done := c.parse(args, stdout, stderr, pluginAbsolute...); done {
 		return code
 	}
 	log, cfg, code, done := c.start(stderr)
@@ -85,4 +82,37 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// pluginCommand is the device plugin mode's flag set: the shared flags and --plugin-dir.
+func pluginCommand(stderr io.Writer) (c *command, pluginDir *string) {
+	c = newCommand("gpu-device-plugin", commandHelp{usage: usage,
+		config:   "device plugin config (YAML, rendered by gpupolicy-fn into ConfigMap " + config.DevicePluginConfigMap + "[-<pool>]); empty: the GPUPolicy defaults",
+		hostRoot: "where the host's root filesystem is mounted; NUMA nodes are read from <host-root>/sys/bus/pci/devices",
+		probe:    "how often each GPU is probed (answers NVML, uncorrected ECC count) for health and recovery",
+		nodeName: "node name for the logs (default $NODE_NAME)",
+	}, stderr)
+	pluginDir = c.fs.String("plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device plugin directory; kubelet.sock is watched there and the plugin sockets are created there")
+	return c, pluginDir
+}
+
+// pluginAbsolute are the device plugin mode's flags that must be absolute paths.
+var pluginAbsolute = []string{"plugin-dir"}
+
+// CheckArgs parses a command line (without the program name) exactly as Main does, with the
+// same flag sets and checks, and runs nothing: the rendered DaemonSets' args are tested with it.
+func CheckArgs(args []string) error {
+	var out bytes.Buffer
+	var c *command
+	absolute := pluginAbsolute
+	if len(args) > 0 && args[0] == "dra" {
+		c, _ = draCommand(&out)
+		args, absolute = args[1:], draAbsolute
+	} else {
+		c, _ = pluginCommand(&out)
+	}
+	if code, done := c.parse(args, &out, &out, absolute...); done && code != 0 {
+		return errors.New(strings.TrimSpace(out.String()))
+	}
+	return nil
 }

@@ -39,18 +39,32 @@ Flags:
 `
 
 // draMain is `gpu-device-plugin dra`.
-func draMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// draFlags are the DRA mode's own flags.
+type draFlags struct{ pluginsDir, registryDir, cdiDir, kubeconfig *string }
+
+// draAbsolute are the DRA mode's flags that must be absolute paths.
+var draAbsolute = []string{"plugins-dir", "registry-dir", "cdi-dir"}
+
+// draCommand is the DRA mode's flag set: the shared flags and its own.
+func draCommand(stderr io.Writer) (*command, draFlags) {
 	c := newCommand("gpu-device-plugin dra", commandHelp{usage: draUsage,
 		config:   "device plugin config (YAML, ConfigMap " + config.DevicePluginConfigMap + "[-<pool>]): its healthChecks apply; empty: the GPUPolicy defaults",
 		hostRoot: "where the host's root filesystem is mounted: its /sys gives PCIe roots, its /dev the device nodes",
 		probe:    "how often each GPU is probed for health and recovery",
 		nodeName: "this node's name: the ResourceSlice's node and pool (default $NODE_NAME)",
 	}, stderr)
-	pluginsDir := c.fs.String("plugins-dir", "/var/lib/kubelet/plugins", "the kubelet's plugins directory; the DRA socket is <dir>/"+config.DRADriverName+"/dra.sock")
-	registryDir := c.fs.String("registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
-	cdiDir := c.fs.String("cdi-dir", "/var/run/cdi", "the host's CDI spec directory, where containerd reads the per-claim specs")
-	kubeconfig := c.fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster service account)")
-	if code, done := c.parse(args, stdout, stderr, "plugins-dir", "registry-dir", "cdi-dir"); done {
+	return c, draFlags{
+		pluginsDir:  c.fs.String("plugins-dir", "/var/lib/kubelet/plugins", "the kubelet's plugins directory; the DRA socket is <dir>/"+config.DRADriverName+"/dra.sock"),
+		registryDir: c.fs.String("registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory"),
+		cdiDir:      c.fs.String("cdi-dir", "/var/run/cdi", "the host's CDI spec directory, where containerd reads the per-claim specs"),
+		kubeconfig:  c.fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster service account)"),
+	}
+}
+
+func draMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, f := draCommand(stderr)
+	pluginsDir, registryDir, cdiDir, kubeconfig := f.pluginsDir, f.registryDir, f.cdiDir, f.kubeconfig
+	if code, done := c.parse(args, stdout, stderr, draAbsolute...); done {
 		return code
 	}
 	if *c.nodeName == "" {

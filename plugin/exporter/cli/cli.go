@@ -96,3 +96,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// CheckArgs parses a command line (without the program name) exactly as Main does, with the
+// same flag set and checks, and runs nothing: the rendered DaemonSet's args are tested with it.
+func CheckArgs(args []string) error {
+	_, _, err := parseFlags(args, io.Discard)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
