@@ -174,6 +174,7 @@ check-rendered: build tools ## fail when committed rendered output, schema or go
 
 update-rendered: build tools ## rewrite committed rendered output, schema and golden files
 	$(GO) test -count=1 $(GOLDEN_PKGS) -update
+	$(GO) test -count=1 ./plugin/config -run TestREADMEStageTable -update
 
 generate: ## regenerate the GPUPolicy JSON schema, CRD and field reference
 	$(GO) generate ./fn/api/v1alpha1/schema

@@ -167,27 +167,45 @@ func TestDriverSatisfies(t *testing.T) {
 	}
 }
 
-// TestClosedReason follows the agent's rule: a label is open iff its check and every check
-// before it is ready, so a failed driver check explains every gate after it.
+// TestClosedReason follows the agent's rule: a label is open iff its check and every enabled
+// check before it is ready, so a failed driver check explains every gate after it; with MIG,
+// the MIG step's check is the one the downstream gates wait for.
 func TestClosedReason(t *testing.T) {
+	stages := config.Stages{FeatureDiscovery: true, Exporter: true}
 	verdicts := map[string]stageVerdict{
 		config.StageDriver:  {Ready: false, Reason: "no driver loaded"},
 		config.StageToolkit: {Ready: false, Reason: "no toolkit status"},
 	}
-	for _, d := range config.Gates {
-		want := "driver: no driver loaded"
-		if d.Name == config.StageDriver {
-			want = ""
+	gate := func(name string) config.Gate {
+		g, ok := config.GateByName(name)
+		if !ok {
+			t.Fatalf("no gate %s", name)
 		}
-		if got := closedReason(d, verdicts); got != want {
-			t.Errorf("%s: closedReason = %q, want %q", d.Label, got, want)
+		return g
+	}
+	for _, d := range config.Gates {
+		want, wantCheck := "driver: no driver loaded", config.StageDriver
+		if d.Name == config.StageDriver {
+			want, wantCheck = "", ""
+		}
+		if check, got := closedReason(d, stages, verdicts); got != want || check != wantCheck {
+			t.Errorf("%s: closedReason = %q, %q, want %q, %q", d.Label, check, got, wantCheck, want)
 		}
 	}
 	verdicts[config.StageDriver] = stageVerdict{Ready: true, Reason: "driver 580.95.05 loaded"}
-	if got := closedReason(config.Gates[3], verdicts); got != "container-toolkit: no toolkit status" {
-		t.Errorf("device-plugin gate: %q", got)
+	if check, got := closedReason(gate(config.StageDevicePlugin), stages, verdicts); got != "container-toolkit: no toolkit status" || check != config.StageToolkit {
+		t.Errorf("device-plugin gate: %q %q", check, got)
 	}
-	if got := closedReason(config.Gates[1], verdicts); got != "" {
-		t.Errorf("the container-toolkit gate only depends on the driver check: %q", got)
+	if check, got := closedReason(gate(config.StageToolkit), stages, verdicts); got != "" || check != config.StageDriver {
+		t.Errorf("the container-toolkit gate only depends on the driver check: %q %q", check, got)
+	}
+	stages.MIG = true
+	verdicts[config.StageToolkit] = stageVerdict{Ready: true}
+	verdicts[config.StageMIGManager] = stageVerdict{Ready: false, Reason: "MIG layout all-1g.5gb is being applied"}
+	if check, got := closedReason(gate(config.StageDevicePlugin), stages, verdicts); check != config.StageMIGManager || got != "mig-manager: MIG layout all-1g.5gb is being applied" {
+		t.Errorf("device-plugin gate under MIG: %q %q", check, got)
+	}
+	if check, got := closedReason(gate(config.StageMIGManager), stages, verdicts); check != config.StageToolkit || got != "" {
+		t.Errorf("the MIG gate only depends on the toolkit check: %q %q", check, got)
 	}
 }

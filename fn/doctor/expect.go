@@ -110,7 +110,7 @@ func (e Expectations) resourceNames() []string {
 
 // stages are the optional stages e enables, as the gate table (config.Gates) reads them.
 func (e Expectations) stages() config.Stages {
-	return config.Stages{FeatureDiscovery: e.FeatureDiscovery, Exporter: e.Exporter}
+	return config.Stages{FeatureDiscovery: e.FeatureDiscovery, Exporter: e.Exporter, MIG: len(e.MIG) > 0}
 }
 
 // defaultExpectations are the contract's defaults, used when neither -f nor the agent's

@@ -42,6 +42,7 @@ mig-configs:
 func trainingNode(name string, labels, annotations map[string]string) *corev1.Node {
 	n := migNode(name)
 	n.Labels["pool"] = "training"
+	n.Labels[config.LabelDeployMIGManager] = config.GateOpen // the toolkit check opened the MIG step
 	for k, v := range labels {
 		n.Labels[k] = v
 	}

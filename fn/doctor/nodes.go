@@ -181,29 +181,31 @@ func (s *snapshot) gates(n *corev1.Node, verdicts map[string]stageVerdict) []Gat
 			g.State = GateStateClosed
 		}
 		if g.State == GateStateClosed {
-			g.Reason = closedReason(d, verdicts)
+			g.blockedBy, g.Reason = closedReason(d, stages, verdicts)
 		}
 		out = append(out, g)
 	}
 	return out
 }
 
-// closedReason is the agent's verdict that keeps a gate closed: the first failed check up to
-// the one that opens the gate (config.GateChecks: a label is open iff the check that opens it
-// and every check before it is ready).
-func closedReason(d config.Gate, verdicts map[string]stageVerdict) string {
-	if d.OpenedBy == "" {
-		return "" // opened on entry; a closed entry gate means no agent wrote the node
+// closedReason is the check that keeps a gate closed and the agent's verdict: the first failed
+// check up to the one that opens the gate under the policy's stages (a label is open iff the
+// check that opens it and every enabled check before it is ready); without a recorded failure,
+// the opening check and no reason. The entry gate has neither.
+func closedReason(d config.Gate, stages config.Stages, verdicts map[string]stageVerdict) (check, reason string) {
+	opener := d.Opener(stages)
+	if opener == "" {
+		return "", "" // opened on entry; a closed entry gate means no agent wrote the node
 	}
-	for _, stage := range config.GateChecks {
+	for _, stage := range config.EnabledChecks(stages) {
 		if v, ok := verdicts[stage]; ok && !v.Ready {
-			return stage + ": " + v.Reason
+			return stage, stage + ": " + v.Reason
 		}
-		if stage == d.OpenedBy {
+		if stage == opener {
 			break
 		}
 	}
-	return ""
+	return opener, ""
 }
 
 // firstClosed is the first gate the agent still has to open; an opt-out upstream explains the
@@ -220,16 +222,15 @@ func firstClosed(gates []Gate) (Gate, bool) {
 	return Gate{}, false
 }
 
+// gateFix is the stage table's fix of the check that keeps g closed (config.Gates), or its
+// entry fix.
 func (s *snapshot) gateFix(g Gate, n *corev1.Node, onNode string) string {
-	switch g.Stage {
-	case config.StageDriver:
-		return fmt.Sprintf("the node agent has not admitted %s: check that it carries the entry labels %s and that a gpu-node-agent pod runs there (%s)",
-			n.Name, selectorString(s.exp.EntrySelector), onNode)
-	case config.StageToolkit:
-		return fmt.Sprintf("make the driver on %s pass the agent's check (reason above); the gpu-driver pod there shows why (%s)", n.Name, onNode)
+	vars := map[string]string{"node": n.Name, "onNode": onNode, "entry": selectorString(s.exp.EntrySelector),
+		"runtimeClass": s.exp.RuntimeClassName, "statusFile": config.ToolkitStatusFile}
+	if row, ok := config.GateByName(g.blockedBy); ok {
+		return config.FixFor(row.Fix, vars)
 	}
-	return fmt.Sprintf("containerd on %s has no verified %s handler yet: see the gpu-container-toolkit pod there (%s) and its toolkit-status file %s",
-		n.Name, s.exp.RuntimeClassName, onNode, config.ToolkitStatusFile)
+	return config.FixFor(config.EntryFix, vars)
 }
 
 func reasonSuffix(reason string) string {

@@ -101,6 +101,9 @@ type Gate struct {
 	// Reason is the agent's recorded reason (annotation nvidia.com/gpu.gate-status) for a
 	// gate that is not open, prefixed with the stage whose check failed.
 	Reason string `json:"reason,omitempty"`
+	// blockedBy is the check that keeps a closed gate closed ("" for the entry gate): doctor's
+	// fix is that check's (config.Gates).
+	blockedBy string
 }
 
 // DriverState compares the driver the agent found with the policy's.

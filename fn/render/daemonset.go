@@ -2,6 +2,7 @@ package render
 
 import (
 	"maps"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // daemonSet describes one stage DaemonSet; build turns it into the object with everything
@@ -18,6 +20,10 @@ import (
 type daemonSet struct {
 	name      string
 	component string
+	// row is the DaemonSet's stage in the stage table (config.Gates): its rollout stage and
+	// gate label come from there, and its name must be one the row lists. "" for the
+	// DaemonSets before the gates (prereqs), which set stage themselves.
+	row       string
 	stage     Stage
 	placement placement
 	// serviceAccount defaults to name (pools share the device plugin's).
@@ -36,6 +42,9 @@ type daemonSet struct {
 }
 
 func (c *plan) build(d daemonSet) (Object, error) {
+	if d.row != "" {
+		d.stage, d.placement.gate = stageRow(d.row, d.name)
+	}
 	var affinity *corev1.Affinity
 	var nodeSelector map[string]string
 	if d.placement.everyLinuxNode {
@@ -223,4 +232,19 @@ func httpProbe(path string, port int32, period, failures int32) *corev1.Probe {
 		TimeoutSeconds:   5,
 		FailureThreshold: failures,
 	}
+}
+
+// stageRow is the rollout stage and gate label of a stage's DaemonSet, from the stage table. A
+// DaemonSet the row does not list (by name, or as "<name>-<pool>") is a programming error.
+func stageRow(stage, name string) (Stage, string) {
+	row, ok := config.GateByName(stage)
+	if !ok || row.Rollout == "" {
+		panic("render: no stage " + stage + " with DaemonSets in config.Gates")
+	}
+	for _, ds := range row.DaemonSets {
+		if name == ds || row.PerPool && strings.HasPrefix(name, ds+"-") {
+			return Stage(row.Rollout), row.Label
+		}
+	}
+	panic("render: DaemonSet " + name + " is not one of stage " + stage + "'s " + strings.Join(row.DaemonSets, ", ") + " in config.Gates")
 }

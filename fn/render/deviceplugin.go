@@ -61,9 +61,9 @@ func renderDevicePlugins(c *plan) (Objects, error) {
 // runtime class, the pool's update strategy and the pool's ConfigMap in the config hash.
 func (c *plan) buildPluginDaemonSet(pl pool, name, component string, vols []corev1.Volume, container corev1.Container) (Object, error) {
 	return c.build(daemonSet{
-		name: name + pl.suffix(), component: component, stage: StageDevicePlugin,
+		name: name + pl.suffix(), component: component, row: config.StageDevicePlugin,
 		serviceAccount: name,
-		placement:      placement{gate: config.LabelDeployDevicePlugin, pool: pl.selector, exclude: c.excludedBy(pl.name)},
+		placement:      placement{pool: pl.selector, exclude: c.excludedBy(pl.name)},
 		runtimeClass:   true,
 		maxUnavailable: maxUnavailableOf(pl.settings.UpdateStrategy),
 		configs:        [][]byte{c.devicePluginConfigs[pl.name]},

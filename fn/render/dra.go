@@ -15,7 +15,7 @@ import (
 // Names of the DRA objects. The DeviceClasses and the driver keep the names of NVIDIA's DRA
 // driver (sigs.k8s.io/dra-driver-nvidia-gpu), so ResourceClaims written for it work unchanged.
 const (
-	NameDRAPlugin     = "gpu-dra-plugin"
+	NameDRAPlugin     = config.DaemonSetDRAPlugin
 	NameDRAGuardrails = "gpupolicy-resourceslice-guardrails"
 
 	DeviceClassGPU = config.DRADriverName // whole GPUs

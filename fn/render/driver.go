@@ -17,15 +17,15 @@ import (
 // under running GPU jobs, so the node agent of each node replaces its own only after
 // cordoning and draining it, a bounded number of nodes at a time (driver.upgrade).
 func renderDriver(c *plan) (Objects, error) {
-	stages := []driverStage{{driver: c.p.Spec.Driver, placement: placement{gate: config.LabelDeployDriver, exclude: c.p.Spec.DriverPools()}}}
+	stages := []driverStage{{driver: c.p.Spec.Driver, placement: placement{exclude: c.p.Spec.DriverPools()}}}
 	for _, np := range c.p.Spec.DriverPools() {
 		d, _ := c.p.Spec.PoolDriver(np)
-		stages = append(stages, driverStage{pool: np.Name, driver: d, placement: placement{gate: config.LabelDeployDriver, pool: np.NodeSelector}})
+		stages = append(stages, driverStage{pool: np.Name, driver: d, placement: placement{pool: np.NodeSelector}})
 	}
 	var out Objects
 	for _, st := range stages {
 		d := daemonSet{
-			name: config.DriverDaemonSet(st.pool), component: "driver", stage: StageDriver,
+			name: config.DriverDaemonSet(st.pool), component: "driver", row: config.StageDriver,
 			serviceAccount: NameDriver,
 			placement:      st.placement,
 			onDelete:       true,

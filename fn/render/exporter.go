@@ -33,8 +33,7 @@ func renderExporter(c *plan) (Objects, error) {
 	}
 	vols, mounts := volumesAndMounts(ms...)
 	ds, err := c.build(daemonSet{
-		name: NameExporter, component: "exporter", stage: StageObservability,
-		placement:      placement{gate: config.LabelDeployExporter},
+		name: NameExporter, component: "exporter", row: config.StageExporter,
 		runtimeClass:   true,
 		maxUnavailable: maxUnavailableOf(e.UpdateStrategy),
 		volumes:        vols,

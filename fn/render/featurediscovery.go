@@ -19,8 +19,7 @@ func renderFeatureDiscovery(c *plan) (Objects, error) {
 	}
 	vols, mounts := volumesAndMounts(agentConfigMount())
 	obj, err := c.build(daemonSet{
-		name: NameFeatureDiscovery, component: "feature-discovery", stage: StageObservability,
-		placement:      placement{gate: config.LabelDeployFeatureDiscovery},
+		name: NameFeatureDiscovery, component: "feature-discovery", row: config.StageFeatureDiscovery,
 		runtimeClass:   true,
 		maxUnavailable: maxUnavailableOf(c.p.Spec.FeatureDiscovery.UpdateStrategy),
 		configs:        [][]byte{c.agentConfig},

@@ -14,7 +14,7 @@ import (
 )
 
 // NameMIGManager is the DaemonSet of the agent's MIG step.
-const NameMIGManager = "gpu-mig-manager"
+const NameMIGManager = config.DaemonSetMIGManager
 
 // migPools are the node pools that declare MIG layouts, in policy order.
 func migPools(p *v1alpha1.GPUPolicy) []*v1alpha1.NodePool {
@@ -111,9 +111,8 @@ func renderMIG(c *plan) (Objects, error) {
 	sc := asRoot(unprivileged())
 	sc.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
 	ds, err := c.build(daemonSet{
-		name: NameMIGManager, component: "mig-manager", stage: StageToolkit,
+		name: NameMIGManager, component: "mig-manager", row: config.StageMIGManager,
 		serviceAccount: NameNodeAgent,
-		placement:      placement{gate: config.LabelDeployMIGManager},
 		runtimeClass:   true,
 		configs:        [][]byte{c.agentConfig, hashed},
 		volumes:        vols,

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 // Stage is where an object belongs in the rollout: Argo CD applies stages as sync waves, Flux
@@ -16,19 +17,29 @@ import (
 // node agent's label gates order the stages on each node.
 type Stage string
 
+// The rollout stages, named by the stage table (config.Gates), which also says which stage
+// each gated DaemonSet belongs to.
 const (
 	// StagePrereqs: namespace, service accounts, RBAC, ConfigMaps, RuntimeClass, guardrails and
 	// the node agent, which opens the driver gate.
-	StagePrereqs      Stage = "prereqs"
-	StageDriver       Stage = "driver"
-	StageToolkit      Stage = "container-toolkit"
-	StageDevicePlugin Stage = "device-plugin"
+	StagePrereqs      Stage = config.RolloutPrereqs
+	StageDriver       Stage = config.RolloutDriver
+	StageToolkit      Stage = config.RolloutToolkit
+	StageDevicePlugin Stage = config.RolloutDevicePlugin
 	// StageObservability: feature labels and the exporter with its monitoring objects.
-	StageObservability Stage = "observability"
+	StageObservability Stage = config.RolloutObservability
 )
 
-// Stages in rollout order.
-var Stages = []Stage{StagePrereqs, StageDriver, StageToolkit, StageDevicePlugin, StageObservability}
+// Stages in rollout order: the stage table's (config.RolloutStages).
+var Stages = rolloutStages()
+
+func rolloutStages() []Stage {
+	var out []Stage
+	for _, s := range config.RolloutStages() {
+		out = append(out, Stage(s))
+	}
+	return out
+}
 
 // Index is the stage's position in Stages.
 func (s Stage) Index() int { return slices.Index(Stages, s) }

@@ -82,11 +82,11 @@ const (
 // Names of the per-component objects (DaemonSet, ServiceAccount and RBAC share the name).
 const (
 	NameNodeAgent        = "gpu-node-agent"
-	NameDriver           = config.DriverDaemonSetName
-	NameToolkit          = "gpu-container-toolkit"
-	NameDevicePlugin     = "gpu-device-plugin"
-	NameFeatureDiscovery = "gpu-feature-discovery"
-	NameExporter         = "gpu-exporter"
+	NameDriver           = config.DaemonSetDriver // the stages' DaemonSets are named by the stage table
+	NameToolkit          = config.DaemonSetToolkit
+	NameDevicePlugin     = config.DaemonSetDevicePlugin
+	NameFeatureDiscovery = config.DaemonSetFeatureDiscovery
+	NameExporter         = config.DaemonSetExporter
 	NameGuardrails       = "gpupolicy-node-guardrails"
 	NameDiscovery        = "gpu-discovery"
 )

@@ -60,11 +60,11 @@ func (c *plan) toolkitStages() []toolkitStage {
 		}
 	}
 	stages := []toolkitStage{{name: NameToolkit, driverRoot: specRoot,
-		placement: placement{gate: config.LabelDeployToolkit, exclude: other}}}
+		placement: placement{exclude: other}}}
 	for _, np := range other {
 		d, _ := c.p.Spec.PoolDriver(np)
 		stages = append(stages, toolkitStage{name: NameToolkit + "-" + np.Name, driverRoot: driverRoot(d),
-			placement: placement{gate: config.LabelDeployToolkit, pool: np.NodeSelector}})
+			placement: placement{pool: np.NodeSelector}})
 	}
 	return stages
 }
@@ -95,7 +95,7 @@ func (c *plan) toolkitDaemonSet(st toolkitStage) (Object, error) {
 	}
 	vols, mounts := volumesAndMounts(ms...)
 	d := daemonSet{
-		name: st.name, component: "toolkit", stage: StageToolkit,
+		name: st.name, component: "toolkit", row: config.StageToolkit,
 		serviceAccount: NameToolkit,
 		placement:      st.placement,
 		hostPID:        true,

@@ -27,6 +27,7 @@ func TestGatesFollowTheCheckOrder(t *testing.T) {
 
 func TestGateLabels(t *testing.T) {
 	all := Stages{FeatureDiscovery: true, Exporter: true}
+	mig := Stages{FeatureDiscovery: true, Exporter: true, MIG: true}
 	for _, tc := range []struct {
 		openedBy string
 		stages   Stages
@@ -34,17 +35,48 @@ func TestGateLabels(t *testing.T) {
 	}{
 		{"", all, []string{LabelDeployDriver}},
 		{StageDriver, all, []string{LabelDeployToolkit}},
+		// Without MIG its check is not run: the toolkit check opens what it would have.
 		{StageToolkit, all, []string{LabelToolkitReady, LabelDeployDevicePlugin, LabelDeployFeatureDiscovery, LabelDeployExporter}},
 		{StageToolkit, Stages{Exporter: true}, []string{LabelToolkitReady, LabelDeployDevicePlugin, LabelDeployExporter}},
+		{StageMIGManager, all, nil},
+		// With MIG the toolkit check opens the MIG step, whose check opens the rest.
+		{StageToolkit, mig, []string{LabelToolkitReady, LabelDeployMIGManager}},
+		{StageMIGManager, mig, []string{LabelDeployDevicePlugin, LabelDeployFeatureDiscovery, LabelDeployExporter}},
 	} {
 		if got := GateLabels(tc.openedBy, tc.stages); !slices.Equal(got, tc.want) {
 			t.Errorf("GateLabels(%q, %+v) = %v, want %v", tc.openedBy, tc.stages, got, tc.want)
 		}
 	}
-	if got := DisabledGateLabels(Stages{}); !slices.Equal(got, []string{LabelDeployFeatureDiscovery, LabelDeployExporter}) {
+	if got := DisabledGateLabels(Stages{}); !slices.Equal(got, []string{LabelDeployMIGManager, LabelDeployFeatureDiscovery, LabelDeployExporter}) {
 		t.Errorf("DisabledGateLabels(none) = %v", got)
 	}
-	if got := DisabledGateLabels(all); got != nil {
+	if got := DisabledGateLabels(mig); got != nil {
 		t.Errorf("DisabledGateLabels(all) = %v", got)
+	}
+	if got := EnabledChecks(all); !slices.Equal(got, []string{StageDriver, StageToolkit}) {
+		t.Errorf("EnabledChecks(no MIG) = %v", got)
+	}
+	if got := EnabledChecks(mig); !slices.Equal(got, []string{StageDriver, StageToolkit, StageMIGManager}) {
+		t.Errorf("EnabledChecks(MIG) = %v", got)
+	}
+}
+
+// Every check has doctor's fix, every stage with a DaemonSet a rollout stage and a health
+// rule, and the rollout stages come out in the order the README and the waves use.
+func TestStageTableIsComplete(t *testing.T) {
+	for _, g := range Gates {
+		if g.Check && g.Fix == "" {
+			t.Errorf("check %s has no Fix for doctor", g.Name)
+		}
+		if len(g.DaemonSets) > 0 && (g.Rollout == "" || g.Health == "") {
+			t.Errorf("stage %s has DaemonSets but no rollout stage or health rule", g.Name)
+		}
+	}
+	want := []string{RolloutPrereqs, RolloutDriver, RolloutToolkit, RolloutDevicePlugin, RolloutObservability}
+	if got := RolloutStages(); !slices.Equal(got, want) {
+		t.Errorf("RolloutStages() = %v, want %v", got, want)
+	}
+	if got := FixFor(EntryFix, map[string]string{"node": "gpu-a", "entry": "x=y", "onNode": "kubectl"}); got != "the node agent has not admitted gpu-a: check that it carries the entry labels x=y and that a gpu-node-agent pod runs there (kubectl)" {
+		t.Errorf("FixFor: %s", got)
 	}
 }

@@ -9,8 +9,8 @@ const (
 	// LabelDeployMIGManager admits the MIG step (`gpu-node-agent mig`) on a node whose pool
 	// declares MIG; the gate opens it with the toolkit stage (the step needs NVML).
 	LabelDeployMIGManager = LabelDeployPrefix + "mig-manager"
-	// StageMIGManager is the gate check that holds the device-plugin, feature-discovery and
-	// exporter gates shut until the node's MIG layout is applied.
+	// StageMIGManager is the stage (and gate check, Gates) that holds the device-plugin,
+	// feature-discovery and exporter gates shut until the node's MIG layout is applied.
 	StageMIGManager = "mig-manager"
 
 	// AnnotationMIGApplied is the layout the MIG step last applied in full; with

@@ -65,7 +65,7 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			getNode := func(ctx context.Context) (*corev1.Node, error) {
 				return client.CoreV1().Nodes().Get(ctx, *node, metav1.GetOptions{})
 			}
-			checks := stages.WithMIG(stages.WithPoolDrivers(stages.Checks(cfg, *hostRoot), cfg, *hostRoot, getNode), cfg, getNode)
+			checks := stages.Checks(cfg, *hostRoot, getNode)
 			r := &gate.Reconciler{Client: client, Node: *node, Checks: checks, Logger: e.log}
 			if *once {
 				return gateOnce(ctx, r, e)

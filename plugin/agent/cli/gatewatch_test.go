@@ -42,7 +42,7 @@ func TestGateFollowsEventsNotInterval(t *testing.T) {
 	defer cancel()
 	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: stages.Checks(cfg, root), Logger: log,
+	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: stages.Checks(cfg, root, nil), Logger: log,
 		Wake: gateWatches(ctx, log, cs, "n1", root, filepath.Join(t.TempDir(), "config.yaml"), wake.New(), time.Hour)}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, time.Hour) }()

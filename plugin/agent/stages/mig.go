@@ -3,7 +3,6 @@ package stages
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -13,34 +12,6 @@ import (
 
 // NodeFunc reads this agent's Node.
 type NodeFunc func(ctx context.Context) (*corev1.Node, error)
-
-// WithMIG puts the MIG step between the toolkit and the device plugin when the policy declares
-// MIG layouts: the toolkit check opens nvidia.com/gpu.deploy.mig-manager (the step needs NVML)
-// and a mig-manager check, ready once the node's layout is applied, opens the device-plugin,
-// feature-discovery and exporter gates. So those gates close before the step repartitions the
-// GPUs, reopen after, and stay closed with the reason while the layout is pending, needs a
-// reset or failed. Without MIG layouts checks are returned as they are.
-func WithMIG(checks []gate.StageCheck, cfg *config.Agent, node NodeFunc) []gate.StageCheck {
-	if !cfg.Stages.MIG {
-		return checks
-	}
-	i := slices.IndexFunc(checks, func(c gate.StageCheck) bool { return c.Stage == config.StageToolkit })
-	if i < 0 {
-		return checks
-	}
-	out := slices.Clone(checks)
-	var toolkit, downstream []string
-	for _, l := range out[i].Opens {
-		if l == config.LabelToolkitReady {
-			toolkit = append(toolkit, l)
-		} else {
-			downstream = append(downstream, l)
-		}
-	}
-	out[i].Opens = append(toolkit, config.LabelDeployMIGManager)
-	migCheck := gate.StageCheck{Stage: config.StageMIGManager, Opens: downstream, Check: MIGCheck(cfg, node)}
-	return slices.Insert(out, i+1, migCheck)
-}
 
 // MIGCheck is ready when the node's pool declares no MIG layout, or the MIG step reported
 // success for the layout the node should run (its nvidia.com/mig.config label, else the

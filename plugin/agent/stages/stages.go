@@ -25,17 +25,24 @@ const (
 	StageDisabled = "disabled"
 )
 
-// Checks returns the stage list of `gpu-node-agent gate` for cfg, reading under hostRoot: one
-// check per config.GateChecks, in that order, each opening the labels the gate table
-// (config.Gates) assigns to it.
-func Checks(cfg *config.Agent, hostRoot string) []gate.StageCheck {
+// Checks returns the stage list of `gpu-node-agent gate` for cfg, reading under hostRoot and,
+// for the checks that need its labels (a pool's own driver, the MIG step), the Node through
+// node: the entry, then one check per enabled check of the stage table (config.Gates), in its
+// order, each opening the labels the table assigns to it, and last the disabled stages' labels
+// kept shut. A new stage's check is one entry of checkFor.
+func Checks(cfg *config.Agent, hostRoot string, node NodeFunc) []gate.StageCheck {
 	checkFor := map[string]gate.CheckFunc{
-		config.StageDriver:  DriverCheck(cfg, hostRoot),
-		config.StageToolkit: ToolkitCheck(cfg, hostRoot),
+		config.StageDriver:     poolDriverCheck(cfg, hostRoot, node),
+		config.StageToolkit:    ToolkitCheck(cfg, hostRoot),
+		config.StageMIGManager: MIGCheck(cfg, node),
 	}
 	checks := []gate.StageCheck{{Stage: StageEntry, Opens: config.GateLabels("", cfg.Stages)}}
-	for _, stage := range config.GateChecks {
-		checks = append(checks, gate.StageCheck{Stage: stage, Opens: config.GateLabels(stage, cfg.Stages), Check: checkFor[stage]})
+	for _, stage := range config.EnabledChecks(cfg.Stages) {
+		check, ok := checkFor[stage]
+		if !ok {
+			panic("stages: no check for stage " + stage + " of config.Gates")
+		}
+		checks = append(checks, gate.StageCheck{Stage: stage, Opens: config.GateLabels(stage, cfg.Stages), Check: check})
 	}
 	if disabled := config.DisabledGateLabels(cfg.Stages); len(disabled) > 0 {
 		// Last, so its permanent "not ready" closes nothing but its own labels.

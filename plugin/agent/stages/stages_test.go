@@ -51,7 +51,7 @@ func TestStagesThroughGate(t *testing.T) {
 	root := t.TempDir()
 	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1",
 		Labels: map[string]string{config.LabelDeployExporter: "true"}}})
-	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: Checks(agentConfig(), root),
+	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: Checks(agentConfig(), root, nil),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	labels := func() map[string]string {
 		if _, err := r.Reconcile(ctx); err != nil {
@@ -150,25 +150,36 @@ func TestChecksFollowTheGateTable(t *testing.T) {
 			StageEntry:          {config.LabelDeployDriver},
 			config.StageDriver:  {config.LabelDeployToolkit},
 			config.StageToolkit: {config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter},
+			StageDisabled:       {config.LabelDeployMIGManager},
 		}},
 		{config.Stages{Exporter: true}, map[string][]string{
 			StageEntry:          {config.LabelDeployDriver},
 			config.StageDriver:  {config.LabelDeployToolkit},
 			config.StageToolkit: {config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployExporter},
-			StageDisabled:       {config.LabelDeployFeatureDiscovery},
+			StageDisabled:       {config.LabelDeployMIGManager, config.LabelDeployFeatureDiscovery},
 		}},
 		{config.Stages{}, map[string][]string{
 			StageEntry:          {config.LabelDeployDriver},
 			config.StageDriver:  {config.LabelDeployToolkit},
 			config.StageToolkit: {config.LabelToolkitReady, config.LabelDeployDevicePlugin},
-			StageDisabled:       {config.LabelDeployFeatureDiscovery, config.LabelDeployExporter},
+			StageDisabled:       {config.LabelDeployMIGManager, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter},
+		}},
+		// MIG: the toolkit check opens the MIG step, whose check opens the rest.
+		{config.Stages{FeatureDiscovery: true, Exporter: true, MIG: true}, map[string][]string{
+			StageEntry:             {config.LabelDeployDriver},
+			config.StageDriver:     {config.LabelDeployToolkit},
+			config.StageToolkit:    {config.LabelToolkitReady, config.LabelDeployMIGManager},
+			config.StageMIGManager: {config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter},
 		}},
 	} {
 		cfg := agentConfig()
 		cfg.Stages = tc.stages
-		checks := Checks(cfg, t.TempDir())
+		checks := Checks(cfg, t.TempDir(), nil)
 		order := []string{StageEntry, config.StageDriver, config.StageToolkit}
-		if len(tc.want) == 4 {
+		if tc.stages.MIG {
+			order = append(order, config.StageMIGManager)
+		}
+		if _, ok := tc.want[StageDisabled]; ok {
 			order = append(order, StageDisabled)
 		}
 		if len(checks) != len(order) {
