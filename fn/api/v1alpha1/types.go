@@ -27,6 +27,10 @@ type GPUPolicy struct {
 // ObjectMeta is the part of Kubernetes object metadata a GPUPolicy may carry. The policy is
 // never applied to a cluster, so server-set fields have no meaning here.
 type ObjectMeta struct {
+	// Name of the policy; results and rendered objects refer to it. At most 63 characters (the
+	// app.kubernetes.io/instance label value of every object), 45 with gitops: flux
+	// (<name>-container-toolkit names a Flux Kustomization, whose name Flux also writes as a label
+	// value).
 	Name        string            `json:"name"`
 	Namespace   string            `json:"namespace,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
@@ -85,23 +89,44 @@ type Spec struct {
 
 // ContainerRuntime describes the nodes' container runtime; only containerd in v1alpha1.
 type ContainerRuntime struct {
-	Name string `json:"name,omitempty"` // containerd
+	// Container runtime of the nodes. Only containerd in v1alpha1.
+	Name string `json:"name,omitempty"`
 	// Version is the containerd minor on the nodes ("1.7", "2.1"): it decides the config
 	// version (2 below 2.0, 3 from 2.0) and whether the drop-in must carry the node's CRI
 	// settings (imports replace whole plugin tables before 2.1).
-	Version     string `json:"version,omitempty"`
-	ConfigPath  string `json:"configPath,omitempty"`
-	DropInDir   string `json:"dropInDir,omitempty"`
-	Socket      string `json:"socket,omitempty"`
-	RestartMode string `json:"restartMode,omitempty"` // systemd | signal | none
+	Version string `json:"version,omitempty"`
+	// Path of containerd's main config file on the node; the toolkit stage reads it to carry the
+	// node's own CRI settings into the drop-in where containerd would otherwise drop them.
+	ConfigPath string `json:"configPath,omitempty"`
+	// Directory containerd imports drop-in files from; the toolkit stage writes
+	// 99-gpupolicy-nvidia.toml there. Neither configPath nor a directory above or below it.
+	DropInDir string `json:"dropInDir,omitempty"`
+	// containerd's socket on the node; the toolkit stage uses it to verify containerd loaded the
+	// runtime handler.
+	Socket string `json:"socket,omitempty"`
+	// How the toolkit stage makes containerd load a changed drop-in: systemd (restart the unit),
+	// signal (signal containerd so its supervisor restarts it), none (a person restarts containerd;
+	// the gate stays closed until the handler is loaded). containerd is restarted only when the
+	// drop-in's bytes changed.
+	RestartMode string `json:"restartMode,omitempty"`
 }
 
 // Driver is the NVIDIA kernel driver the nodes must run.
 type Driver struct {
-	Source  string `json:"source,omitempty"`  // preinstalled | container
-	Version string `json:"version,omitempty"` // required, e.g. "580.95.05"
-	Enforce string `json:"enforce,omitempty"` // exact | branch | none
-	Image   string `json:"image,omitempty"`   // source=container: repository; tag is <version>-<os>
+	// preinstalled: the host image has the driver and the driver stage only validates it
+	// (unprivileged). container: NVIDIA's driver container (image:<version>-<os>) builds and loads it
+	// (privileged).
+	Source string `json:"source,omitempty"`
+	// Expected driver version MAJOR.MINOR[.PATCH] as nvidia-smi prints it, e.g. "580.95.05" (quote
+	// it). The patch is required from R450 on ("580.95" is refused; only older branches, like 390.144,
+	// have none) and has two digits: "580.95.5" is refused with the spelling to write, the node
+	// agent's rule (plugin/config). A node with another version is drift, see enforce.
+	Version string `json:"version,omitempty"`
+	// What a node's driver must match before its toolkit gate opens: exact (the full version), branch
+	// (the same branch, e.g. 580), none (any driver; drift is only labelled).
+	Enforce string `json:"enforce,omitempty"`
+	// Repository of NVIDIA's driver image for source=container; the tag is <version>-<os>.
+	Image string `json:"image,omitempty"`
 	// OS is the tag suffix of NVIDIA's driver image for source=container ("ubuntu24.04").
 	OS string `json:"os,omitempty"`
 	// OnDrift is what a node whose preinstalled driver differs from version gets: report (the
@@ -165,14 +190,20 @@ type NodePoolDriver struct {
 
 // CUDA is the CUDA version of the workloads; driver.version must support it.
 type CUDA struct {
-	Version string `json:"version,omitempty"` // required, e.g. "12.8"
+	// CUDA version of the workloads, e.g. "12.8" (quote it); driver.version must be at least the
+	// minimum driver of this CUDA major.
+	Version string `json:"version,omitempty"`
 }
 
 // Toolkit is nvidia-container-toolkit and the runtime handler it gives containerd.
 type Toolkit struct {
-	Source  string `json:"source,omitempty"` // container | preinstalled
+	// container: an init container copies nvidia-container-toolkit from toolkit.image to
+	// /usr/local/nvidia/toolkit on the node. preinstalled: the host image already has it.
+	Source string `json:"source,omitempty"`
+	// nvidia-container-toolkit version; the image tag for source=container.
 	Version string `json:"version,omitempty"`
-	Image   string `json:"image,omitempty"`
+	// Repository of NVIDIA's container-toolkit image (source=container).
+	Image string `json:"image,omitempty"`
 	// RuntimeClassName names the RuntimeClass and the containerd runtime handler. It must not
 	// be a runtime the nodes already have (runc, crun, youki, runsc, gvisor, kata, kata-*, ...):
 	// the drop-in would route that runtime's pods through nvidia-container-runtime.
@@ -199,9 +230,15 @@ type UpdateStrategy struct {
 // DevicePlugin configures the kubelet device plugin. In a node pool every field is optional
 // and falls back to spec.devicePlugin.
 type DevicePlugin struct {
-	ResourceName       string        `json:"resourceName,omitempty"`
-	MIGStrategy        string        `json:"migStrategy,omitempty"`        // none | single | mixed
-	DeviceListStrategy string        `json:"deviceListStrategy,omitempty"` // cdi-cri | envvar
+	// Extended resource the device plugin advertises; pods request it in resources.limits.
+	ResourceName string `json:"resourceName,omitempty"`
+	// How MIG devices are advertised: none (whole GPUs), single (every GPU of a node has the same MIG
+	// layout; slices advertised as resourceName), mixed (one resource per MIG profile,
+	// nvidia.com/mig-<profile>).
+	MIGStrategy string `json:"migStrategy,omitempty"`
+	// How allocated devices reach the container: cdi-cri (CDI device names in the CRI response; needs
+	// toolkit.cdi) or envvar (NVIDIA_VISIBLE_DEVICES).
+	DeviceListStrategy string        `json:"deviceListStrategy,omitempty"`
 	Sharing            *Sharing      `json:"sharing,omitempty"`
 	HealthChecks       *HealthChecks `json:"healthChecks,omitempty"`
 	// Resources of the device plugin container. Default: requests cpu 20m, memory 64Mi; limits
@@ -218,19 +255,28 @@ type Sharing struct {
 
 // TimeSlicing advertises every GPU Replicas times.
 type TimeSlicing struct {
-	// Replicas is a pointer so an explicit 0 is an error, not the default; read it with
-	// GetReplicas.
+	// How many times each GPU is advertised; 1 means no sharing. Containers sharing a GPU get no
+	// memory or fault isolation from each other. At most 256: the device plugin lists every replica in
+	// one ListAndWatch message, which must stay within gRPC's 4 MiB for a node of 16 GPUs with 7 MIG
+	// devices each. An explicit 0 is an error, not the default.
 	Replicas *int `json:"replicas,omitempty"`
 }
 
 // HealthChecks turns NVML XID events into device health.
 type HealthChecks struct {
-	Enabled     *bool    `json:"enabled,omitempty"`
+	// Mark a device Unhealthy when NVML reports a critical XID for it, and Healthy again after it
+	// recovers.
+	Enabled *bool `json:"enabled,omitempty"`
+	// XIDs caused by applications, not by the GPU; they never mark a device Unhealthy.
 	IgnoredXIDs []uint64 `json:"ignoredXIDs,omitempty"`
 }
 
 // FeatureDiscovery labels nodes with GPU features (gpu-feature-discovery's label names).
 type FeatureDiscovery struct {
+	// Run the gpu-feature-discovery stage: the node labels gpu-feature-discovery v0.17.4 writes, same
+	// names and values (nvidia.com/gpu.product, gpu.memory, gpu.count, gpu.family, gpu.machine,
+	// gpu.mode, gpu.replicas, gpu.sharing-strategy, mig.*, mps.capable, vgpu.present, cuda.*; not its
+	// timestamp), checked against its own labelers.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Resources of the feature discovery container. Default: requests cpu 10m, memory 32Mi;
 	// limits memory 128Mi. A value set replaces the default whole.
@@ -241,10 +287,16 @@ type FeatureDiscovery struct {
 
 // Exporter is the dcgm-exporter compatible metrics DaemonSet.
 type Exporter struct {
-	Enabled  *bool  `json:"enabled,omitempty"`
-	Port     *int   `json:"port,omitempty"`     // a pointer so an explicit 0 is an error; read it with GetPort
-	Interval string `json:"interval,omitempty"` // Go duration
-	// ServiceMonitor renders a Prometheus Operator ServiceMonitor for the exporter.
+	// Run the metrics exporter stage (dcgm-exporter's metric and label names).
+	Enabled *bool `json:"enabled,omitempty"`
+	// The port the exporter listens on and its Service exposes; 1024–65535, because the exporter runs
+	// without NET_BIND_SERVICE.
+	Port *int `json:"port,omitempty"`
+	// How often the exporter reads NVML and Prometheus scrapes it (the ServiceMonitor's interval), a
+	// Go duration ("15s"): from 1s to 2m30s, half of Prometheus' 5-minute lookback, so GPU series
+	// never go stale between scrapes and the alerts' 10-minute windows hold several samples.
+	Interval string `json:"interval,omitempty"`
+	// Also render a Prometheus Operator ServiceMonitor for the exporter's Service.
 	ServiceMonitor *bool `json:"serviceMonitor,omitempty"`
 	// ServiceMonitorLabels are added to the ServiceMonitor's labels, for a Prometheus that
 	// selects ServiceMonitors by label (kube-prometheus-stack: {release: <its release name>}).
@@ -255,7 +307,8 @@ type Exporter struct {
 	// PrometheusRuleLabels are added to the PrometheusRule's labels, for a Prometheus that
 	// selects rules by label (kube-prometheus-stack: {release: <its release name>}).
 	PrometheusRuleLabels map[string]string `json:"prometheusRuleLabels,omitempty"`
-	PodAttribution       *bool             `json:"podAttribution,omitempty"`
+	// Label GPU metrics with pod, namespace and container from the kubelet pod-resources API.
+	PodAttribution *bool `json:"podAttribution,omitempty"`
 	// Resources of the exporter container. Default: requests cpu 50m, memory 64Mi; limits
 	// memory 128Mi. A value set replaces the default whole.
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
@@ -265,9 +318,16 @@ type Exporter struct {
 
 // NodePool is a disjoint subset of GPU nodes with its own device plugin settings.
 type NodePool struct {
-	Name         string            `json:"name"`
+	// Pool name (a DNS-1123 label); names the pool's device plugin DaemonSet and ConfigMap
+	// (gpu-device-plugin-<name>, a label value too), so at most 45 characters.
+	Name string `json:"name"`
+	// Labels that select the pool's nodes among the GPU nodes. Pools must be disjoint; the device
+	// plugin DaemonSet for the remaining GPU nodes excludes every pool. Not the stage gates
+	// (nvidia.com/gpu.deploy.*, gpu.toolkit.ready); a feature label (nvidia.com/gpu.product, ...)
+	// draws a warning, because the node joins the pool only once feature discovery labelled it.
 	NodeSelector map[string]string `json:"nodeSelector"`
-	DevicePlugin *DevicePlugin     `json:"devicePlugin,omitempty"`
+	// Device plugin settings of the pool; every unset field falls back to spec.devicePlugin.
+	DevicePlugin *DevicePlugin `json:"devicePlugin,omitempty"`
 	// Allocation overrides spec.allocation for the pool's nodes: devicePlugin | dra. Each node
 	// runs exactly one of the two plugins, never both. Default: spec.allocation.
 	Allocation string `json:"allocation,omitempty"`
@@ -316,10 +376,14 @@ type MIGDevices struct {
 // Guardrails are ValidatingAdmissionPolicies that confine the node agent to the nvidia.com/
 // labels of its own node.
 type Guardrails struct {
+	// Render the ValidatingAdmissionPolicy and binding that let the node agent change only nvidia.com/
+	// labels and annotations and its GPUStackReady condition, and only of its own node.
 	Enabled *bool `json:"enabled,omitempty"`
 }
 
 // Images overrides this project's image (default: the function's own version).
 type Images struct {
+	// This project's image (all node programs). Default: ghcr.io/gpupolicy/gpupolicy at the function's
+	// own version, so a rendered tree pins the programs tested with the function that rendered it.
 	GPUPolicy string `json:"gpupolicy,omitempty"`
 }

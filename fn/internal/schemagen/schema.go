@@ -228,10 +228,6 @@ func (b *builder) defaultOf(n *node, given, defaulted reflect.Value) error {
 // describe sets p's description from the field's comment, or from its type's comment when the
 // field has none (spec.driver documents itself on type Driver).
 func (b *builder) describe(p *node, parent reflect.Type, f reflect.StructField, name string) error {
-	if text, ok := descriptions[parent.Name()+"."+f.Name]; ok {
-		p.description = text
-		return nil
-	}
 	text, err := b.docs.field(parent.PkgPath(), parent.Name(), f.Name, name)
 	if err != nil || text != "" {
 		p.description = text

@@ -63,7 +63,7 @@ func TestSchemaDeterministic(t *testing.T) {
 }
 
 // TestEveryFieldDescribed keeps the reference and editor hovers complete: a new field needs a
-// comment in types.go (or an entry in descriptions.go).
+// doc comment on its field in fn/api/v1alpha1, the one home of its description.
 func TestEveryFieldDescribed(t *testing.T) {
 	root := buildRoot(t)
 	spec := propertyNamed(root, "spec")
