@@ -44,6 +44,7 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY fn/ fn/
 COPY plugin/ plugin/
+COPY version/ version/
 ARG VERSION=v0.1.0
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     set -eu; mkdir -p /out; \

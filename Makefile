@@ -44,7 +44,7 @@ build: fn ## build every binary into bin/
 # so `make e2e` and e2e/run.sh asking for it both cost one build.
 IMAGE_TAR := bin/gpupolicy-image.tar
 IMAGE_INPUTS = Dockerfile .dockerignore go.mod go.sum e2e/hack/build-image.sh \
-	$(shell find fn plugin -type f -not -path '*/testdata/*' -not -name '*_test.go')
+	$(shell find fn plugin version -type f -not -path '*/testdata/*' -not -name '*_test.go')
 image: build ## build the image from Dockerfile into bin/gpupolicy-image.tar (docker-archive for ctr import); needs root
 	@# go build rewrites bin/gpupolicy-fn every time: what the image takes from it (its version) and
 	@# from the machine (Go) goes into a stamp that only changes with them.
