@@ -110,12 +110,14 @@ func TestFamily(t *testing.T) {
 	}
 }
 
+// BenchmarkFromNVML reads this machine's own sysfs: its PCI bus is what a node's labels
+// container scans for NVIDIA functions (vGPU) besides the GPUs' class attributes.
 func BenchmarkFromNVML(b *testing.B) {
 	m, _ := gpumock.New("dgxa100")
 	dp := config.DevicePlugin{MIGStrategy: "none"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := FromNVML(m, dp, b.TempDir()); err != nil {
+		if _, err := FromNVML(m, dp, DefaultSysfs); err != nil {
 			b.Fatal(err)
 		}
 	}
