@@ -31,7 +31,7 @@ type daemonSet struct {
 	// runtimeClass: the pods need NVML, which the nvidia runtime injects.
 	runtimeClass bool
 	hostPID      bool
-	onDelete     bool // a new pod only when a person deletes the old one (the driver)
+	onDelete     bool // a new pod only when its old one is deleted (the stage table's OnDelete)
 	// maxUnavailable of the rolling update: the component's updateStrategy; nil is the default.
 	maxUnavailable *intstr.IntOrString
 	configs        [][]byte
@@ -43,7 +43,7 @@ type daemonSet struct {
 
 func (c *plan) build(d daemonSet) (Object, error) {
 	if d.row != "" {
-		d.stage, d.placement.gate = stageRow(d.row, d.name)
+		d.stage, d.placement.gate, d.onDelete = stageRow(d.row, d.name)
 	}
 	var affinity *corev1.Affinity
 	var nodeSelector map[string]string
@@ -234,16 +234,17 @@ func httpProbe(path string, port int32, period, failures int32) *corev1.Probe {
 	}
 }
 
-// stageRow is the rollout stage and gate label of a stage's DaemonSet, from the stage table. A
-// DaemonSet the row does not list (by name, or as "<name>-<pool>") is a programming error.
-func stageRow(stage, name string) (Stage, string) {
+// stageRow is the rollout stage, gate label and update rule of a stage's DaemonSet, from the
+// stage table. A DaemonSet the row does not list (by name, or as "<name>-<pool>") is a
+// programming error.
+func stageRow(stage, name string) (Stage, string, bool) {
 	row, ok := config.GateByName(stage)
 	if !ok || row.Rollout == "" {
 		panic("render: no stage " + stage + " with DaemonSets in config.Gates")
 	}
 	for _, ds := range row.DaemonSets {
 		if name == ds || row.PerPool && strings.HasPrefix(name, ds+"-") {
-			return Stage(row.Rollout), row.Label
+			return Stage(row.Rollout), row.Label, row.OnDelete
 		}
 	}
 	panic("render: DaemonSet " + name + " is not one of stage " + stage + "'s " + strings.Join(row.DaemonSets, ", ") + " in config.Gates")

@@ -28,7 +28,6 @@ func renderDriver(c *plan) (Objects, error) {
 			name: config.DriverDaemonSet(st.pool), component: "driver", row: config.StageDriver,
 			serviceAccount: NameDriver,
 			placement:      st.placement,
-			onDelete:       true,
 			configs:        [][]byte{c.agentConfig},
 		}
 		if st.driver.Source == v1alpha1.SourceContainer {

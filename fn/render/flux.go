@@ -7,12 +7,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gpupolicy/gpupolicy/fn/api/v1alpha1"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
 const fluxAPIVersion = "kustomize.toolkit.fluxcd.io/v1"
 
-// driverDaemonSetHealth replaces kstatus' DaemonSet rule for the driver stage (a
-// kustomize-controller v1.9 CEL health check). The driver DaemonSet is OnDelete: after a driver
+// onDeleteHealth replaces kstatus' DaemonSet rule for a stage with an OnDelete DaemonSet (the
+// stage table's OnDelete: the driver), a kustomize-controller v1.9 CEL health check. The driver
+// DaemonSet is OnDelete: after a driver
 // bump its old pods stay until a person (or the upgrade) replaces them, and kstatus counts
 // updatedNumberScheduled < desiredNumberScheduled as in progress, so the stage, and every stage
 // after it, would hang until its timeout, while Argo CD calls the same DaemonSet healthy. Here
@@ -21,7 +23,7 @@ const fluxAPIVersion = "kustomize.toolkit.fluxcd.io/v1"
 // drift labels and the GPUStackReady condition. (The evaluator itself reports in progress while
 // status.observedGeneration differs from metadata.generation; the has() covers a DaemonSet the
 // controller has not seen yet, whose zero counts would otherwise read as done.)
-var driverDaemonSetHealth = map[string]any{
+var onDeleteHealth = map[string]any{
 	"apiVersion": "apps/v1",
 	"kind":       "DaemonSet",
 	"inProgress": "!has(status.observedGeneration) || status.numberReady < status.desiredNumberScheduled",
@@ -43,8 +45,8 @@ func fluxKustomization(p *v1alpha1.GPUPolicy, s Stage, dependsOn string, opts Fi
 	if dependsOn != "" {
 		spec["dependsOn"] = []any{map[string]any{"name": dependsOn}}
 	}
-	if s == StageDriver {
-		spec["healthCheckExprs"] = []any{driverDaemonSetHealth}
+	if config.OnDeleteRollout(string(s)) {
+		spec["healthCheckExprs"] = []any{onDeleteHealth}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	u.SetAPIVersion(fluxAPIVersion)

@@ -77,6 +77,10 @@ type Gate struct {
 	// own, "<name>-<pool>".
 	DaemonSets []string
 	PerPool    bool
+	// OnDelete: its DaemonSets replace a pod only when it is deleted (the driver: a new pod
+	// unloads the driver under running jobs, so the agent's upgrade deletes it after a drain).
+	// The rollout then judges the stage by its pods' readiness, not by updated pods.
+	OnDelete bool
 	// Fix is what doctor tells a person whose node fails this row's check: placeholders
 	// {node}, {onNode} (the kubectl command listing the node's stack pods), {runtimeClass}
 	// and {statusFile}. Only rows with Check have one; EntryFix is the entry's.
@@ -108,7 +112,7 @@ func FixFor(text string, vars map[string]string) string {
 // label, or on where a stage's DaemonSet goes. Read-only.
 var Gates = []Gate{
 	{Name: StageDriver, Label: LabelDeployDriver, Check: true, Rollout: RolloutDriver,
-		DaemonSets: []string{DaemonSetDriver}, PerPool: true,
+		DaemonSets: []string{DaemonSetDriver}, PerPool: true, OnDelete: true,
 		Fix:    "make the driver on {node} pass the agent's check (reason above); the gpu-driver pod there shows why ({onNode})",
 		Health: "preinstalled: the validator's /readyz, 200 once it checked the node whatever the verdict (which goes to the gates, GPUStackReady and Events); container: NVIDIA's image, nvidia-smi answers (startup probe up to 30 min)"},
 	{Name: StageToolkit, Label: LabelDeployToolkit, OpenedBy: StageDriver, Check: true, Rollout: RolloutToolkit,
@@ -205,6 +209,11 @@ func DisabledGateLabels(s Stages) []string {
 		}
 	}
 	return out
+}
+
+// OnDeleteRollout reports whether the rollout stage holds an OnDelete DaemonSet.
+func OnDeleteRollout(rollout string) bool {
+	return slices.ContainsFunc(Gates, func(g Gate) bool { return g.Rollout == rollout && g.OnDelete })
 }
 
 // RolloutStages are the rollout stages in order: prereqs, then the table's, first seen first.
