@@ -15,6 +15,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // ProcVersionFile is the kernel module's version file (host path).
@@ -50,27 +51,22 @@ func KernelVersion(hostRoot string) (string, error) {
 	return string(m[1]), nil
 }
 
-// NVMLVersions is what NVML reports; each field's error is kept apart so one failing call
-// does not hide the others.
+// NVMLVersions is NVML's view of the driver that the verdict uses.
 type NVMLVersions struct {
 	Driver string
 	CUDA   string // "12.8": the newest CUDA this driver supports
 }
 
-// QueryNVML reads the driver and CUDA driver versions.
+// QueryNVML reads the driver and CUDA driver versions (nodefacts' reader); the first of them
+// that NVML does not answer is the error. The NVML library's own version is not needed here.
 func QueryNVML(lib nvml.Interface) (NVMLVersions, error) {
-	var out NVMLVersions
-	v, ret := lib.SystemGetDriverVersion()
-	if ret != nvml.SUCCESS {
-		return out, fmt.Errorf("nvml SystemGetDriverVersion: %s", nvml.ErrorString(ret))
+	d, failed := nodefacts.ReadDriver(lib)
+	for _, f := range failed {
+		if f.Call != nodefacts.CallNVMLVersion {
+			return NVMLVersions{}, f
+		}
 	}
-	out.Driver = v
-	c, ret := lib.SystemGetCudaDriverVersion()
-	if ret != nvml.SUCCESS {
-		return out, fmt.Errorf("nvml SystemGetCudaDriverVersion: %s", nvml.ErrorString(ret))
-	}
-	out.CUDA = gpulib.CUDAVersion(c)
-	return out, nil
+	return NVMLVersions{Driver: d.Version, CUDA: d.CUDAVersion}, nil
 }
 
 // Verdict is the comparison of a node's driver with the policy.

@@ -10,7 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // Label keys (gpu-feature-discovery's); the list is the node contract's (plugin/config), so the
@@ -98,20 +98,17 @@ func FromNVML(lib nvml.Interface, dp config.DevicePlugin, sysfs string) (map[str
 	}
 	out[Count] = strconv.Itoa(count)
 
-	drv, ret := lib.SystemGetDriverVersion()
-	if ret != nvml.SUCCESS {
-		return nil, nvmlError("SystemGetDriverVersion", ret)
+	d, failed := nodefacts.ReadDriver(lib)
+	for _, f := range failed {
+		if f.Call != nodefacts.CallNVMLVersion { // the labels do not name NVML's own version
+			return nil, f
+		}
 	}
-	parts := append(strings.SplitN(drv, ".", 3), "", "")
-	out[DriverVersionFull], out[DriverVersionMajor], out[DriverVersionMinor], out[DriverVersionRev] = drv, parts[0], parts[1], parts[2]
+	parts := append(strings.SplitN(d.Version, ".", 3), "", "")
+	out[DriverVersionFull], out[DriverVersionMajor], out[DriverVersionMinor], out[DriverVersionRev] = d.Version, parts[0], parts[1], parts[2]
 	out[LegacyDriverMajor], out[LegacyDriverMinor], out[LegacyDriverRev] = parts[0], parts[1], parts[2]
-
-	cuda, ret := lib.SystemGetCudaDriverVersion()
-	if ret != nvml.SUCCESS {
-		return nil, nvmlError("SystemGetCudaDriverVersion", ret)
-	}
-	cmaj, cmin := strconv.Itoa(cuda/1000), strconv.Itoa(cuda%1000/10)
-	out[RuntimeVersionFull], out[RuntimeVersionMajor], out[RuntimeVersionMinor] = gpulib.CUDAVersion(cuda), cmaj, cmin
+	cmaj, cmin, _ := strings.Cut(d.CUDAVersion, ".")
+	out[RuntimeVersionFull], out[RuntimeVersionMajor], out[RuntimeVersionMinor] = d.CUDAVersion, cmaj, cmin
 	out[LegacyRuntimeMajor], out[LegacyRuntimeMinor] = cmaj, cmin
 
 	if err := deviceLabels(lib, out); err != nil {

@@ -15,8 +15,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
-	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // Config tunes a Collector.
@@ -99,49 +98,23 @@ func New(lib nvml.Interface, cfg Config) (*Collector, error) {
 }
 
 func (c *Collector) readDriver() Driver {
-	var d Driver
-	if v, ret := c.lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
-		d.Version = v
-	} else {
-		c.errs.add("nvmlSystemGetDriverVersion", ret)
-	}
-	if v, ret := c.lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
-		d.CUDAVersion = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
-	} else {
-		c.errs.add("nvmlSystemGetCudaDriverVersion", ret)
-	}
-	if v, ret := c.lib.SystemGetNVMLVersion(); ret == nvml.SUCCESS {
-		d.NVMLVersion = v
-	} else {
-		c.errs.add("nvmlSystemGetNVMLVersion", ret)
+	d, failed := nodefacts.ReadDriver(c.lib)
+	for _, f := range failed {
+		c.errs.add(f.Call, f.Ret)
 	}
 	return d
 }
 
-// readIdentity fills the labels of g; it is retried each cycle until complete.
+// readIdentity fills the labels of g; it is retried each cycle until complete. A field an
+// earlier read got keeps its value when the retry's call fails.
 func (c *Collector) readIdentity(g *gpuState) {
-	id, complete := g.id, true
-	if uuid, ret := g.dev.GetUUID(); c.ok(g, "nvmlDeviceGetUUID", ret) {
-		id.UUID = uuid
-	} else {
-		complete = false
+	id, failed := nodefacts.ReadIdentity(g.dev, g.index)
+	for _, f := range failed {
+		c.ok(g, f.Call, f.Ret)
 	}
-	if pci, ret := g.dev.GetPciInfo(); c.ok(g, "nvmlDeviceGetPciInfo", ret) {
-		id.PCIBusID = gpulib.BusID(pci)
-	} else {
-		complete = false
-	}
-	if minor, ret := g.dev.GetMinorNumber(); c.ok(g, "nvmlDeviceGetMinorNumber", ret) {
-		id.Device = fmt.Sprintf("nvidia%d", minor)
-	} else {
-		complete = false
-	}
-	if name, ret := g.dev.GetName(); c.ok(g, "nvmlDeviceGetName", ret) {
-		id.Model = name
-	} else {
-		complete = false
-	}
-	g.idComplete = complete
+	old := g.id
+	id.UUID, id.PCIBusID, id.Device, id.Model = cmp.Or(id.UUID, old.UUID), cmp.Or(id.PCIBusID, old.PCIBusID), cmp.Or(id.Device, old.Device), cmp.Or(id.Model, old.Model)
+	g.idComplete = len(failed) == 0
 	g.xmu.Lock() // the XID watcher reads the identity
 	g.id = id
 	g.xmu.Unlock()

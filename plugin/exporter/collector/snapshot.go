@@ -3,6 +3,8 @@ package collector
 import (
 	"math"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // Field is one value the collector reads for a GPU or MIG device. The metrics package maps
@@ -68,15 +70,9 @@ func emptyValues() Values {
 	return v
 }
 
-// Identity names a GPU with dcgm-exporter's labels. It is read once at start (and retried
-// while incomplete), so a GPU that falls off the bus keeps its labels.
-type Identity struct {
-	Index    int    // NVML index: label "gpu"
-	UUID     string // "GPU-..."
-	PCIBusID string // "00000000:07:00.0"
-	Device   string // "nvidia<minor>"
-	Model    string // "NVIDIA A100-SXM4-40GB"
-}
+// Identity names a GPU with dcgm-exporter's labels (nodefacts.Identity). It is read once at
+// start (and retried while incomplete), so a GPU that falls off the bus keeps its labels.
+type Identity = nodefacts.Identity
 
 // LastError is the most recent failed NVML call on a GPU.
 type LastError struct {
@@ -119,11 +115,7 @@ type CallError struct {
 }
 
 // Driver is the node's NVML/driver identity.
-type Driver struct {
-	Version     string // "550.54.15"
-	CUDAVersion string // "12.4"
-	NVMLVersion string
-}
+type Driver = nodefacts.Driver
 
 // Snapshot is one complete, immutable collection; scrapes read the latest without touching NVML.
 type Snapshot struct {

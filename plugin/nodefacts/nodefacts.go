@@ -1,0 +1,96 @@
+// Package nodefacts is what the node programs learn about their node from NVML, in one type and
+// one reader: the driver (driver, CUDA and NVML versions) and each GPU's identity, model,
+// memory, compute capability, virtualization and MIG mode with its MIG devices. A program reads
+// a Snapshot once per period and everything it computes in that period reads the same one: the
+// feature labels (plugin/agent/labels), the driver validator's NVML view (plugin/agent/driver),
+// and the exporter's driver and GPU identity labels (plugin/exporter/collector).
+//
+// The gate reads no NVML (it runs unprivileged, without the nvidia runtime): its facts are host
+// files (the kernel module's version, the toolkit's status record, the Node), read once per pass
+// by its checks, and the Node condition is made from those same results.
+package nodefacts
+
+import (
+	"fmt"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+)
+
+// Failed is one NVML call that did not succeed: NVML's name for it ("nvmlDeviceGetName") and
+// what it returned. Readers return them rather than stop, so one unanswered call does not hide
+// the others; each program decides what a failure means to it.
+type Failed struct {
+	Call string
+	Ret  nvml.Return
+}
+
+func (f Failed) Error() string { return fmt.Sprintf("%s: %s", f.Call, nvml.ErrorString(f.Ret)) }
+
+// Driver is the node's driver as NVML reports it.
+type Driver struct {
+	Version     string // "580.95.05"
+	CUDAVersion string // "12.8": the newest CUDA the driver supports
+	NVMLVersion string
+}
+
+// CallNVMLVersion is ReadDriver's call for the NVML library's own version, which only the
+// exporter reports: the others ignore its failure.
+const CallNVMLVersion = "nvmlSystemGetNVMLVersion"
+
+// ReadDriver reads the driver, CUDA and NVML versions.
+func ReadDriver(lib nvml.Interface) (d Driver, failed []Failed) {
+	if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
+		d.Version = v
+	} else {
+		failed = append(failed, Failed{"nvmlSystemGetDriverVersion", ret})
+	}
+	if v, ret := lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
+		d.CUDAVersion = gpulib.CUDAVersion(v)
+	} else {
+		failed = append(failed, Failed{"nvmlSystemGetCudaDriverVersion", ret})
+	}
+	if v, ret := lib.SystemGetNVMLVersion(); ret == nvml.SUCCESS {
+		d.NVMLVersion = v
+	} else {
+		failed = append(failed, Failed{CallNVMLVersion, ret})
+	}
+	return d, failed
+}
+
+// Identity names a GPU the way dcgm-exporter's labels do.
+type Identity struct {
+	Index    int    // NVML index: label "gpu"
+	UUID     string // "GPU-..."
+	PCIBusID string // "00000000:07:00.0", NVML's form
+	Device   string // "nvidia<minor>"
+	Model    string // "NVIDIA A100-SXM4-40GB"
+}
+
+// ReadIdentity reads the identity of GPU index (handle dev); a field whose call failed stays
+// empty.
+func ReadIdentity(dev nvml.Device, index int) (id Identity, failed []Failed) {
+	id.Index = index
+	if uuid, ret := dev.GetUUID(); ret == nvml.SUCCESS {
+		id.UUID = uuid
+	} else {
+		failed = append(failed, Failed{"nvmlDeviceGetUUID", ret})
+	}
+	if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
+		id.PCIBusID = gpulib.BusID(pci)
+	} else {
+		failed = append(failed, Failed{"nvmlDeviceGetPciInfo", ret})
+	}
+	if minor, ret := dev.GetMinorNumber(); ret == nvml.SUCCESS {
+		id.Device = fmt.Sprintf("nvidia%d", minor)
+	} else {
+		failed = append(failed, Failed{"nvmlDeviceGetMinorNumber", ret})
+	}
+	if name, ret := dev.GetName(); ret == nvml.SUCCESS {
+		id.Model = name
+	} else {
+		failed = append(failed, Failed{"nvmlDeviceGetName", ret})
+	}
+	return id, failed
+}
