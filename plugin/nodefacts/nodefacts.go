@@ -94,3 +94,102 @@ func ReadIdentity(dev nvml.Device, index int) (id Identity, failed []Failed) {
 	}
 	return id, failed
 }
+
+// GPU is what the feature labels read of one GPU.
+type GPU struct {
+	Name                       string
+	MemoryMiB                  uint64
+	ComputeMajor, ComputeMinor int
+	// PCI is NVML's PCI info (gpulib.SysfsAddress names the GPU's sysfs directory by it);
+	// PCIOK is false when NVML did not answer.
+	PCI   nvml.PciInfo
+	PCIOK bool
+	// MIGCapable: NVML answers the GPU's MIG mode; MIGEnabled: MIG is on, with MIG devices.
+	MIGCapable, MIGEnabled bool
+	MIG                    []MIGDevice
+	// Virtualization is NVML's virtualization mode (a vGPU guest's GPU says VGPU);
+	// VirtualizationOK is false when NVML did not answer.
+	Virtualization   nvml.GpuVirtualizationMode
+	VirtualizationOK bool
+}
+
+// MIGDevice is one MIG device's shape.
+type MIGDevice struct {
+	Profile    string // "1g.5gb"
+	Attributes nvml.DeviceAttributes
+}
+
+// ReadGPUs reads the first count GPUs' model, memory, compute capability and MIG layout.
+// Unlike ReadDriver and ReadIdentity it stops at the first of those calls that fails, since a
+// GPU NVML cannot describe would be described wrongly: the error is that Failed. A MIG mode
+// NVML does not support is no MIG; the PCI info and virtualization mode are optional (the OK
+// fields).
+func ReadGPUs(lib nvml.Interface, count int) ([]GPU, error) {
+	gpus := make([]GPU, count)
+	for i := range gpus {
+		dev, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return nil, Failed{fmt.Sprintf("nvmlDeviceGetHandleByIndex(%d)", i), ret}
+		}
+		if err := readGPU(dev, &gpus[i]); err != nil {
+			return nil, err
+		}
+	}
+	return gpus, nil
+}
+
+func readGPU(dev nvml.Device, g *GPU) error {
+	var ret nvml.Return
+	if g.Name, ret = dev.GetName(); ret != nvml.SUCCESS {
+		return Failed{"nvmlDeviceGetName", ret}
+	}
+	mem, ret := dev.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return Failed{"nvmlDeviceGetMemoryInfo", ret}
+	}
+	g.MemoryMiB = mem.Total / (1024 * 1024)
+	if g.ComputeMajor, g.ComputeMinor, ret = dev.GetCudaComputeCapability(); ret != nvml.SUCCESS {
+		return Failed{"nvmlDeviceGetCudaComputeCapability", ret}
+	}
+	g.PCI, ret = dev.GetPciInfo()
+	g.PCIOK = ret == nvml.SUCCESS
+	g.Virtualization, ret = dev.GetVirtualizationMode()
+	g.VirtualizationOK = ret == nvml.SUCCESS
+	mode, _, ret := dev.GetMigMode()
+	switch ret {
+	case nvml.ERROR_NOT_SUPPORTED:
+		return nil
+	case nvml.SUCCESS:
+	default:
+		return Failed{"nvmlDeviceGetMigMode", ret}
+	}
+	g.MIGCapable, g.MIGEnabled = true, mode == nvml.DEVICE_MIG_ENABLE
+	if !g.MIGEnabled {
+		return nil
+	}
+	slots, ret := dev.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return Failed{"nvmlDeviceGetMaxMigDeviceCount", ret}
+	}
+	for s := range slots {
+		mig, ret := dev.GetMigDeviceHandleByIndex(s)
+		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue // an empty slot
+		}
+		if ret != nvml.SUCCESS {
+			return Failed{"nvmlDeviceGetMigDeviceHandleByIndex", ret}
+		}
+		attr, ret := mig.GetAttributes()
+		if ret != nvml.SUCCESS {
+			return Failed{"nvmlDeviceGetAttributes", ret}
+		}
+		g.MIG = append(g.MIG, MIGDevice{Profile: gpulib.MIGProfileName(attr), Attributes: attr})
+	}
+	return nil
+}
+
+// Snapshot is one reading of the driver and the GPUs.
+type Snapshot struct {
+	Driver Driver
+	GPUs   []GPU
+}

@@ -49,3 +49,30 @@ func TestReadReportsEachFailedCall(t *testing.T) {
 		t.Fatalf("identity %+v, failed %v", id, failed)
 	}
 }
+
+// ReadGPUs reads every GPU, MIG layout included, and stops at a call that fails.
+func TestReadGPUs(t *testing.T) {
+	m, err := gpumock.New("dgxa100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ConfigureMIG(0, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_4_SLICE); err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := ReadGPUs(m, 8)
+	if err != nil || len(gpus) != 8 {
+		t.Fatalf("%d GPUs, %v", len(gpus), err)
+	}
+	g := gpus[0]
+	if g.Name != "NVIDIA A100-SXM4-40GB" || g.MemoryMiB != 40960 || g.ComputeMajor != 8 || !g.PCIOK || !g.VirtualizationOK ||
+		!g.MIGCapable || !g.MIGEnabled || len(g.MIG) != 2 || g.MIG[0].Profile != "3g.20gb" || g.MIG[1].Profile != "4g.20gb" {
+		t.Fatalf("GPU 0: %+v", g)
+	}
+	if gpus[1].MIGEnabled || !gpus[1].MIGCapable || gpus[1].MIG != nil {
+		t.Fatalf("GPU 1 has MIG off: %+v", gpus[1])
+	}
+	m.Devices[5].(*server.Device).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST }
+	if _, err := ReadGPUs(m, 8); err == nil || !strings.Contains(err.Error(), "nvmlDeviceGetMemoryInfo") {
+		t.Fatalf("a lost GPU: %v", err)
+	}
+}

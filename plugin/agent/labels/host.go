@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // The node facts besides NVML, read from sysfs as gpu-feature-discovery reads them: the DMI
@@ -46,12 +47,11 @@ func machine(sysfs string) string {
 // gpuMode is compute or graphics when every GPU has that PCI class, unknown otherwise. A
 // class that cannot be read counts as unknown (gpu-feature-discovery fails all labels then;
 // one unreadable attribute should not take the node's other labels away).
-func gpuMode(lib nvml.Interface, count int, sysfs string) string {
+func gpuMode(gpus []nodefacts.GPU, sysfs string) string {
 	mode := ""
-	for i := range count {
-		class := pciClass(lib, i, sysfs)
+	for _, g := range gpus {
 		m := unknownValue
-		switch class {
+		switch pciClass(g, sysfs) {
 		case classVGA:
 			m = "graphics"
 		case class3D:
@@ -68,17 +68,12 @@ func gpuMode(lib nvml.Interface, count int, sysfs string) string {
 	return mode
 }
 
-// pciClass is GPU i's PCI class from sysfs, 0 when it cannot be read.
-func pciClass(lib nvml.Interface, i int, sysfs string) uint64 {
-	dev, ret := lib.DeviceGetHandleByIndex(i)
-	if ret != nvml.SUCCESS {
+// pciClass is the GPU's PCI class from sysfs, 0 when it cannot be read.
+func pciClass(g nodefacts.GPU, sysfs string) uint64 {
+	if !g.PCIOK {
 		return 0
 	}
-	pci, ret := dev.GetPciInfo()
-	if ret != nvml.SUCCESS {
-		return 0
-	}
-	b, err := os.ReadFile(filepath.Join(sysfs, pciDevices, gpulib.SysfsAddress(pci), "class"))
+	b, err := os.ReadFile(filepath.Join(sysfs, pciDevices, gpulib.SysfsAddress(g.PCI), "class"))
 	if err != nil {
 		return 0
 	}
@@ -109,7 +104,7 @@ const (
 // 64 bytes of it, where no capability lives: then NVML's virtualization mode says whether a
 // GPU is a vGPU, without the host driver labels. Whatever else fails leaves the labels out,
 // as gpu-feature-discovery does: not knowing is not "false".
-func vgpuLabels(lib nvml.Interface, count int, sysfs string, out map[string]string) {
+func vgpuLabels(gpus []nodefacts.GPU, sysfs string, out map[string]string) {
 	dir := filepath.Join(sysfs, pciDevices)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -143,7 +138,7 @@ func vgpuLabels(lib nvml.Interface, count int, sysfs string, out map[string]stri
 		}
 	}
 	if short && !present {
-		p, ok := vgpuByNVML(lib, count)
+		p, ok := vgpuByNVML(gpus)
 		if !ok {
 			return
 		}
@@ -194,20 +189,13 @@ func hostDriver(capability []byte) (version, branch string, ok bool) {
 }
 
 // vgpuByNVML reports whether any GPU runs as a vGPU (virtualization mode VGPU); ok is false
-// when NVML cannot say.
-func vgpuByNVML(lib nvml.Interface, count int) (present, ok bool) {
-	for i := range count {
-		dev, ret := lib.DeviceGetHandleByIndex(i)
-		if ret != nvml.SUCCESS {
+// when NVML could not say.
+func vgpuByNVML(gpus []nodefacts.GPU) (present, ok bool) {
+	for _, g := range gpus {
+		if !g.VirtualizationOK {
 			return false, false
 		}
-		mode, ret := dev.GetVirtualizationMode()
-		switch {
-		case ret == nvml.ERROR_NOT_SUPPORTED:
-			continue
-		case ret != nvml.SUCCESS:
-			return false, false
-		case mode == nvml.GPU_VIRTUALIZATION_MODE_VGPU:
+		if g.Virtualization == nvml.GPU_VIRTUALIZATION_MODE_VGPU {
 			return true, true
 		}
 	}

@@ -3,7 +3,6 @@
 package labels
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -44,15 +43,9 @@ const (
 )
 
 const (
-	unknownFamily        = "undefined"
-	migNotSupportedValue = "false"
-	sharedSuffix         = "-SHARED"
+	unknownFamily = "undefined"
+	sharedSuffix  = "-SHARED"
 )
-
-// nvmlError names the failing call so a broken GPU or driver is diagnosable from the log.
-func nvmlError(call string, ret nvml.Return) error {
-	return fmt.Errorf("nvml %s: %s", call, nvml.ErrorString(ret))
-}
 
 // Family maps a CUDA compute capability to gpu-feature-discovery's architecture family.
 func family(major, minor int) string {
@@ -81,29 +74,46 @@ func family(major, minor int) string {
 	return unknownFamily
 }
 
-// FromNVML computes the labels for a node with the given device plugin settings, reading the
-// facts NVML lacks (machine, PCI class, vGPU) from sysfs (DefaultSysfs in the container). GPU
-// labels describe device 0, as gpu-feature-discovery's do (nodes are homogeneous in practice).
+// FromNVML reads the driver and the GPUs from NVML once (nodefacts) and computes the labels
+// for a node with the given device plugin settings (FromSnapshot). Its error names the NVML
+// call that failed.
 func FromNVML(lib nvml.Interface, dp config.DevicePlugin, sysfs string) (map[string]string, error) {
-	out := map[string]string{}
 	count, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
-		return nil, nvmlError("DeviceGetCount", ret)
+		return nil, nodefacts.Failed{Call: "nvmlDeviceGetCount", Ret: ret}
 	}
-	if count == 0 {
-		// Like gpu-feature-discovery: a node without a GPU gets no GPU, driver or sharing
-		// labels (those it had are removed); only the vGPU one.
-		vgpuLabels(lib, 0, sysfs, out)
-		return out, nil
-	}
-	out[Count] = strconv.Itoa(count)
-
-	d, failed := nodefacts.ReadDriver(lib)
-	for _, f := range failed {
-		if f.Call != nodefacts.CallNVMLVersion { // the labels do not name NVML's own version
-			return nil, f
+	var snap nodefacts.Snapshot
+	if count > 0 {
+		// Like gpu-feature-discovery, a node without GPUs reads no more of NVML.
+		var failed []nodefacts.Failed
+		snap.Driver, failed = nodefacts.ReadDriver(lib)
+		for _, f := range failed {
+			if f.Call != nodefacts.CallNVMLVersion { // the labels do not name NVML's own version
+				return nil, f
+			}
+		}
+		var err error
+		if snap.GPUs, err = nodefacts.ReadGPUs(lib, count); err != nil {
+			return nil, err
 		}
 	}
+	return FromSnapshot(snap, dp, sysfs)
+}
+
+// FromSnapshot computes the labels of a node from one reading of its driver and GPUs, with the
+// given device plugin settings, reading the facts NVML lacks (machine, PCI class, vGPU) from
+// sysfs (DefaultSysfs in the container). GPU labels describe GPU 0, as gpu-feature-discovery's
+// do (nodes are homogeneous in practice).
+func FromSnapshot(snap nodefacts.Snapshot, dp config.DevicePlugin, sysfs string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(snap.GPUs) == 0 {
+		// Like gpu-feature-discovery: a node without a GPU gets no GPU, driver or sharing
+		// labels (those it had are removed); only the vGPU one.
+		vgpuLabels(nil, sysfs, out)
+		return out, nil
+	}
+	out[Count] = strconv.Itoa(len(snap.GPUs))
+	d := snap.Driver
 	parts := append(strings.SplitN(d.Version, ".", 3), "", "")
 	out[DriverVersionFull], out[DriverVersionMajor], out[DriverVersionMinor], out[DriverVersionRev] = d.Version, parts[0], parts[1], parts[2]
 	out[LegacyDriverMajor], out[LegacyDriverMinor], out[LegacyDriverRev] = parts[0], parts[1], parts[2]
@@ -111,48 +121,20 @@ func FromNVML(lib nvml.Interface, dp config.DevicePlugin, sysfs string) (map[str
 	out[RuntimeVersionFull], out[RuntimeVersionMajor], out[RuntimeVersionMinor] = d.CUDAVersion, cmaj, cmin
 	out[LegacyRuntimeMajor], out[LegacyRuntimeMinor] = cmaj, cmin
 
-	if err := deviceLabels(lib, out); err != nil {
-		return nil, err
-	}
+	deviceLabels(snap.GPUs[0], out)
 	out[Machine] = machine(sysfs)
-	out[Mode] = gpuMode(lib, count, sysfs)
-	vgpuLabels(lib, count, sysfs, out)
-
-	if err := resourceLabels(lib, count, dp, out); err != nil {
+	out[Mode] = gpuMode(snap.GPUs, sysfs)
+	vgpuLabels(snap.GPUs, sysfs, out)
+	if err := resourceLabels(snap.GPUs, dp, out); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func deviceLabels(lib nvml.Interface, out map[string]string) error {
-	dev, ret := lib.DeviceGetHandleByIndex(0)
-	if ret != nvml.SUCCESS {
-		return nvmlError("DeviceGetHandleByIndex(0)", ret)
-	}
-	name, ret := dev.GetName()
-	if ret != nvml.SUCCESS {
-		return nvmlError("DeviceGetName", ret)
-	}
-	out[Product] = config.ProductLabel(name)
-	mem, ret := dev.GetMemoryInfo()
-	if ret != nvml.SUCCESS {
-		return nvmlError("DeviceGetMemoryInfo", ret)
-	}
-	out[Memory] = strconv.FormatUint(mem.Total/(1024*1024), 10)
-	major, minor, ret := dev.GetCudaComputeCapability()
-	if ret != nvml.SUCCESS {
-		return nvmlError("DeviceGetCudaComputeCapability", ret)
-	}
-	out[ComputeMajor], out[ComputeMinor] = strconv.Itoa(major), strconv.Itoa(minor)
-	out[Family] = family(major, minor)
-	_, _, ret = dev.GetMigMode()
-	switch ret {
-	case nvml.SUCCESS:
-		out[MIGCapable] = "true"
-	case nvml.ERROR_NOT_SUPPORTED:
-		out[MIGCapable] = migNotSupportedValue
-	default:
-		return nvmlError("DeviceGetMigMode", ret)
-	}
-	return nil
+func deviceLabels(g nodefacts.GPU, out map[string]string) {
+	out[Product] = config.ProductLabel(g.Name)
+	out[Memory] = strconv.FormatUint(g.MemoryMiB, 10)
+	out[ComputeMajor], out[ComputeMinor] = strconv.Itoa(g.ComputeMajor), strconv.Itoa(g.ComputeMinor)
+	out[Family] = family(g.ComputeMajor, g.ComputeMinor)
+	out[MIGCapable] = strconv.FormatBool(g.MIGCapable)
 }

@@ -10,55 +10,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
-
-// migProfile is one MIG device's shape.
-type migProfile struct {
-	name string
-	attr nvml.DeviceAttributes
-}
-
-// migInventory lists, per GPU, whether MIG is enabled and its MIG devices.
-func migInventory(lib nvml.Interface, count int) (enabled []bool, devices [][]migProfile, err error) {
-	enabled, devices = make([]bool, count), make([][]migProfile, count)
-	for i := range count {
-		dev, ret := lib.DeviceGetHandleByIndex(i)
-		if ret != nvml.SUCCESS {
-			return nil, nil, nvmlError(fmt.Sprintf("DeviceGetHandleByIndex(%d)", i), ret)
-		}
-		mode, _, ret := dev.GetMigMode()
-		if ret == nvml.ERROR_NOT_SUPPORTED {
-			continue
-		}
-		if ret != nvml.SUCCESS {
-			return nil, nil, nvmlError("DeviceGetMigMode", ret)
-		}
-		if mode != nvml.DEVICE_MIG_ENABLE {
-			continue
-		}
-		enabled[i] = true
-		slots, ret := dev.GetMaxMigDeviceCount()
-		if ret != nvml.SUCCESS {
-			return nil, nil, nvmlError("DeviceGetMaxMigDeviceCount", ret)
-		}
-		for s := range slots {
-			mig, ret := dev.GetMigDeviceHandleByIndex(s)
-			if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
-				continue // an empty slot
-			}
-			if ret != nvml.SUCCESS {
-				return nil, nil, nvmlError("DeviceGetMigDeviceHandleByIndex", ret)
-			}
-			attr, ret := mig.GetAttributes()
-			if ret != nvml.SUCCESS {
-				return nil, nil, nvmlError("DeviceGetAttributes", ret)
-			}
-			devices[i] = append(devices[i], migProfile{name: gpulib.MIGProfileName(attr), attr: attr})
-		}
-	}
-	return enabled, devices, nil
-}
 
 // shapeLabels are the per-profile labels under prefix ("nvidia.com/gpu" for single,
 // "nvidia.com/mig-<profile>" for mixed).
@@ -110,7 +63,7 @@ func (r resource) write(out map[string]string, prefix string) {
 //     is <model>-MIG-INVALID with count, replicas and memory 0. No GPU in MIG mode: whole GPUs.
 //   - mixed: each profile is its own resource nvidia.com/mig-<profile>, shared by dp's
 //     replicas like every resource the plugin advertises, and never renamed.
-func resourceLabels(lib nvml.Interface, count int, dp config.DevicePlugin, out map[string]string) error {
+func resourceLabels(gpus []nodefacts.GPU, dp config.DevicePlugin, out map[string]string) error {
 	strategy, replicas := dp.Sharing.Strategy()
 	renamed := dp.ResourceName != "" && dp.ResourceName != config.DefaultResourceName
 	migStrategy := cmp.Or(dp.MIGStrategy, config.MIGNone)
@@ -119,12 +72,10 @@ func resourceLabels(lib nvml.Interface, count int, dp config.DevicePlugin, out m
 	default:
 		return fmt.Errorf("devicePlugin.migStrategy %q is not none|single|mixed", migStrategy)
 	}
-	enabled, devices, err := migInventory(lib, count)
-	if err != nil {
-		return err
-	}
+	count := len(gpus)
 	model := out[Product]
-	anyMIG, allMIG := slices.Contains(enabled, true), !slices.Contains(enabled, false)
+	anyMIG := slices.ContainsFunc(gpus, func(g nodefacts.GPU) bool { return g.MIGEnabled })
+	allMIG := !slices.ContainsFunc(gpus, func(g nodefacts.GPU) bool { return !g.MIGEnabled })
 	whole := resource{product: model, count: count, replicas: replicas, strategy: strategy, marked: !renamed}
 	if allMIG {
 		whole = resource{product: model, count: count}
@@ -137,10 +88,10 @@ func resourceLabels(lib nvml.Interface, count int, dp config.DevicePlugin, out m
 	out[MIGStrategy] = migStrategy
 
 	counts, attrs := map[string]int{}, map[string]nvml.DeviceAttributes{}
-	for i := range count {
-		for _, d := range devices[i] {
-			counts[d.name]++
-			attrs[d.name] = d.attr
+	for _, g := range gpus {
+		for _, d := range g.MIG {
+			counts[d.Profile]++
+			attrs[d.Profile] = d.Attributes
 		}
 	}
 	if migStrategy == config.MIGMixed {
@@ -154,7 +105,7 @@ func resourceLabels(lib nvml.Interface, count int, dp config.DevicePlugin, out m
 	if !anyMIG {
 		return nil // single, but no GPU in MIG mode: the whole-GPU labels stand
 	}
-	if !allMIG || len(counts) != 1 || slices.ContainsFunc(devices, func(d []migProfile) bool { return len(d) == 0 }) {
+	if !allMIG || len(counts) != 1 || slices.ContainsFunc(gpus, func(g nodefacts.GPU) bool { return len(g.MIG) == 0 }) {
 		resource{product: model + "-MIG-INVALID"}.write(out, config.LabelGPUShapePrefix)
 		out[config.LabelGPUSharingStrategy], out[Memory] = "", "0"
 		return nil
