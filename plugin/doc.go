@@ -11,6 +11,8 @@
 //     GPU discovery);
 //   - deviceplugin, draplugin: GPUs to pods, through the kubelet's device plugin or DRA API;
 //   - exporter: GPU metrics;
+//   - nodefacts: one reading of the driver and the GPUs from NVML, which the labels, the
+//     exporter's identity and the driver validator share;
 //   - gpulib (and gpulib/gpumock): the one seam over NVML, and the mock behind --nvml-mock;
 //   - agent/cli, deviceplugin/cli, exporter/cli and cmd/*: the command lines and thin mains.
 package plugin
