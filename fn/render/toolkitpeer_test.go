@@ -17,15 +17,6 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// toolkitPeers is the directory of NVIDIA's toolkit programs `make toolkit-peers` builds
-// (hack/peers/toolkit): nvidia-ctk-installer, the runtime, its hook, nvidia-cdi-hook and
-// toolkit-config (NVIDIA's config loader).
-func toolkitPeers(t *testing.T) string {
-	t.Helper()
-	return peer.Bin(t, "GPUPOLICY_TOOLKIT_PEERS", "peers/nvidia-toolkit-v1.20.2",
-		"NVIDIA's toolkit programs are not built: run `make toolkit-peers` (hack/peers/toolkit/build.sh), or set GPUPOLICY_TOOLKIT_PEERS to their directory")
-}
-
 // loadedToolkitConfig is the part of NVIDIA's loaded Config the policy decides.
 type loadedToolkitConfig struct {
 	NVIDIAContainerCLIConfig struct {
@@ -55,9 +46,8 @@ type loadedToolkitConfig struct {
 // nodes need a driver, and its config.toml does not depend on them (installToolkitConfig reads
 // no CDI option).
 func TestToolkitConfigLoadsInNVIDIAsLoader(t *testing.T) {
-	peers := toolkitPeers(t)
-	ctk := peer.Bin(t, "GPUPOLICY_NVIDIA_CTK_BIN", "peers/nvidia-ctk-v1.20.2/nvidia-ctk",
-		"nvidia-ctk v1.20.2 is not built: run `make nvidia-ctk`, or set GPUPOLICY_NVIDIA_CTK_BIN")
+	peers := peer.ToolkitPeers(t)
+	ctk := peer.NVIDIACtk(t)
 	tested := 0
 	for _, name := range cases(t) {
 		p, objs := load(t, name)

@@ -60,3 +60,38 @@ func Bin(t testing.TB, env, rel, hint string) string {
 	}
 	return path
 }
+
+// The cached peers the Makefile builds, each named once: the version in the path is the
+// Makefile's default (CONTAINERD2_VERSION, NVIDIA_CTK_VERSION, GFD_VERSION), and the variable
+// is what the Makefile exports when it is overridden.
+
+// Containerd2 is containerd 2.1.9 (`make containerd2`, e2e/hack/build-containerd.sh).
+func Containerd2(t testing.TB) string {
+	t.Helper()
+	return Bin(t, "GPUPOLICY_CONTAINERD2_BIN", "node-bin/containerd-v2.1.9/containerd",
+		"containerd 2.1.9 is not built: run `make containerd2` (e2e/hack/build-containerd.sh), or set GPUPOLICY_CONTAINERD2_BIN")
+}
+
+// NVIDIACtk is NVIDIA's nvidia-ctk of nvidia-container-toolkit v1.20.2 (`make nvidia-ctk`).
+func NVIDIACtk(t testing.TB) string {
+	t.Helper()
+	return Bin(t, "GPUPOLICY_NVIDIA_CTK_BIN", "peers/nvidia-ctk-v1.20.2/nvidia-ctk",
+		"nvidia-ctk v1.20.2 is not built: run `make nvidia-ctk`, or set GPUPOLICY_NVIDIA_CTK_BIN")
+}
+
+// ToolkitPeers is the directory of NVIDIA's toolkit programs v1.20.2 (`make toolkit-peers`,
+// hack/peers/toolkit): nvidia-ctk-installer, the runtime, its hook, nvidia-cdi-hook and
+// toolkit-config (NVIDIA's config loader).
+func ToolkitPeers(t testing.TB) string {
+	t.Helper()
+	return Bin(t, "GPUPOLICY_TOOLKIT_PEERS", "peers/nvidia-toolkit-v1.20.2",
+		"NVIDIA's toolkit programs are not built: run `make toolkit-peers` (hack/peers/toolkit/build.sh), or set GPUPOLICY_TOOLKIT_PEERS to their directory")
+}
+
+// GFDLabels is gpu-feature-discovery v0.17.4's own labelers over the NVML mock (`make
+// gfd-labels`, hack/peers/gfd-labels).
+func GFDLabels(t testing.TB) string {
+	t.Helper()
+	return Bin(t, "GPUPOLICY_GFD_LABELS_BIN", "peers/gfd-v0.17.4/gfd-labels",
+		"gpu-feature-discovery's labelers are not built: run `make gfd-labels` (hack/peers/gfd-labels/build.sh), or set GPUPOLICY_GFD_LABELS_BIN")
+}

@@ -19,13 +19,6 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
 
-// gfdLabelsBin is gpu-feature-discovery's own labelers (k8s-device-plugin v0.17.4) over the
-// NVML mock, which `make gfd-labels` builds (hack/peers/gfd-labels).
-func gfdLabelsBin(t *testing.T) string {
-	return peer.Bin(t, "GPUPOLICY_GFD_LABELS_BIN", "peers/gfd-v0.17.4/gfd-labels",
-		"gpu-feature-discovery's labelers are not built: run `make gfd-labels` (hack/peers/gfd-labels/build.sh), or set GPUPOLICY_GFD_LABELS_BIN")
-}
-
 // gfdCase is one node: its device plugin settings, said once the agent's way (the devicePlugin
 // of the rendered agent config) and once GFD's (a k8s-device-plugin config file), its MIG
 // partitioning and what its sysfs shows.
@@ -53,7 +46,7 @@ func gfdConfig(migStrategy, sharing string) string {
 // device plugin advertises (k8s-device-plugin: one sharing resource entry per resource name);
 // GFD's rename (renameByDefault) is a resourceName other than nvidia.com/gpu.
 func TestLabelsMatchGFD(t *testing.T) {
-	bin := gfdLabelsBin(t)
+	bin := peer.GFDLabels(t)
 	if os.Geteuid() != 0 {
 		peer.Missing(t, "the GFD peer reads the fake GPUs' sysfs at /sys/bus/pci/devices, bind-mounted in a private mount namespace: run as root")
 	}

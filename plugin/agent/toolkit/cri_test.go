@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
 
 // The toolkit stage against a real, supervised containerd of each supported major, in a
@@ -22,7 +24,7 @@ func TestCRIVerifyContainerd16(t *testing.T) {
 }
 
 func TestCRIVerifyContainerd21(t *testing.T) {
-	testCRIVerify(t, containerd2Bin(t), "2.1", "node-v3.toml", "dropin-v3.toml")
+	testCRIVerify(t, peer.Containerd2(t), "2.1", "node-v3.toml", "dropin-v3.toml")
 }
 
 const renderedRuntime = "/usr/local/nvidia/toolkit/nvidia-container-runtime"

@@ -9,16 +9,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
-
-// containerd2Bin is the containerd 2.1.9 binary `make containerd2` builds: $GPUPOLICY_CONTAINERD2_BIN,
-// else the build cache. Absent, the test skips, except in CI (CI set), where it fails.
-func containerd2Bin(t *testing.T) string {
-	return peer.Bin(t, "GPUPOLICY_CONTAINERD2_BIN", "node-bin/containerd-v2.1.9/containerd",
-		"containerd 2.1.9 is not built: run `make containerd2` (e2e/hack/build-containerd.sh), or set GPUPOLICY_CONTAINERD2_BIN")
-}
 
 // daemon is a real containerd serving DefaultContainerdSocket (a private /run/containerd in
 // the test's mount namespace) from its own root and state directories, reading the node's

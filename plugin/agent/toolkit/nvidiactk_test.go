@@ -16,14 +16,6 @@ import (
 	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
 
-// nvidiaCtkBin is NVIDIA's nvidia-ctk of nvidia-container-toolkit v1.20.2, which `make
-// nvidia-ctk` builds from the module proxy into the cache: $GPUPOLICY_NVIDIA_CTK_BIN, else the
-// cache. Absent, the test skips, except in CI (CI set), where it fails.
-func nvidiaCtkBin(t *testing.T) string {
-	return peer.Bin(t, "GPUPOLICY_NVIDIA_CTK_BIN", "peers/nvidia-ctk-v1.20.2/nvidia-ctk",
-		"nvidia-ctk v1.20.2 is not built: run `make nvidia-ctk`, or set GPUPOLICY_NVIDIA_CTK_BIN")
-}
-
 // handlerCase is a node's containerd configuration, written for config version 2 or 3 from
 // one text whose CRI plugin table is named CRI.
 type handlerCase struct {
@@ -147,11 +139,11 @@ func renderedDropIn(version int) string {
 // the real containerd loads each (`containerd config dump`), and the effective nvidia runtime
 // and CRI plugin must be equal but for the differences each case lists with its reason.
 func TestHandlerMatchesNVIDIACtk(t *testing.T) {
-	ctk := nvidiaCtkBin(t)
+	ctk := peer.NVIDIACtk(t)
 	daemons := []struct {
 		version string
 		bin     string
-	}{{"1.6", "/usr/bin/containerd"}, {"2.1", containerd2Bin(t)}}
+	}{{"1.6", "/usr/bin/containerd"}, {"2.1", peer.Containerd2(t)}}
 	if !runInNamespace(t) {
 		return
 	}
