@@ -8,8 +8,8 @@ import (
 )
 
 // Stage names, in order. Each stage's DaemonSet requires its deploy label In [true]; the
-// driver, toolkit and MIG stages are also the agent's checks (GateChecks) and the keys of its
-// gate-status annotation.
+// driver, toolkit and MIG stages are also the agent's checks (the rows with Check,
+// EnabledChecks) and the keys of its gate-status annotation.
 const (
 	StageDriver           = "driver"
 	StageToolkit          = "container-toolkit"
@@ -136,21 +136,6 @@ var Gates = []Gate{
 		EnabledBy: func(s Stages) bool { return s.Exporter }, EnabledWhen: "`exporter.enabled`",
 		DaemonSets: []string{DaemonSetExporter},
 		Health:     "/readyz once XID events are registered and the first NVML snapshot is taken; /healthz liveness"},
-}
-
-// GateChecks are the agent's stage checks in the order it runs them (the table's rows with
-// Check): a label is open iff the check that opens it and every enabled check before it
-// passed. Read-only.
-var GateChecks = checks()
-
-func checks() []string {
-	var out []string
-	for _, g := range Gates {
-		if g.Check {
-			out = append(out, g.Name)
-		}
-	}
-	return out
 }
 
 // GateByName is the table's row of stage name; ok is false when there is none.
