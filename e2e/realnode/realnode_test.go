@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/realnode"
-	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // nodeCase is one real node: its containerd and the device list strategy that goes with it
@@ -282,7 +282,7 @@ func (s *nodeState) checkToolkit(agentPod, agentCID string) {
 	} else if starts[len(starts)-1].PID == starts[0].PID {
 		t.Errorf("containerd restarted with the same PID %d", starts[0].PID)
 	}
-	st, err := toolkit.ReadStatus(s.n.HostPath("/"))
+	st, err := nodefacts.ReadToolkitStatus(s.n.HostPath("/"))
 	if err != nil {
 		t.Fatalf("toolkit status file: %v", err)
 	}

@@ -39,3 +39,25 @@ var profileSuffix = map[uint32]string{
 func GPUInstanceProfileName(p nvml.GpuInstanceProfileInfo) string {
 	return MIGProfileName(nvml.DeviceAttributes{GpuInstanceSliceCount: p.SliceCount, MemorySizeMB: p.MemorySizeMB}) + profileSuffix[p.Id]
 }
+
+// MIGHandles returns the handles of the MIG devices of dev (a GPU in MIG mode) in slot order.
+// Empty slots are skipped as go-nvlib's VisitMigDevices skips them: NVML answers
+// ERROR_NOT_FOUND, or ERROR_INVALID_ARGUMENT, for a slot without a device. On any other
+// failure it returns the handles before it, NVML's name of the failed call and its return.
+func MIGHandles(dev nvml.Device) (handles []nvml.Device, failed string, ret nvml.Return) {
+	slots, ret := dev.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return nil, "nvmlDeviceGetMaxMigDeviceCount", ret
+	}
+	for s := range slots {
+		h, ret := dev.GetMigDeviceHandleByIndex(s)
+		switch ret {
+		case nvml.SUCCESS:
+			handles = append(handles, h)
+		case nvml.ERROR_NOT_FOUND, nvml.ERROR_INVALID_ARGUMENT:
+		default:
+			return handles, "nvmlDeviceGetMigDeviceHandleByIndex", ret
+		}
+	}
+	return handles, "", nvml.SUCCESS
+}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 )
 
 // The cases the device plugin, the MIG labels and the exporter each tested when each had its
@@ -27,5 +28,32 @@ func TestMIGProfileName(t *testing.T) {
 		if got := MIGProfileName(tc.a); got != tc.want {
 			t.Errorf("MIGProfileName(%+v) = %q, want %q", tc.a, got, tc.want)
 		}
+	}
+}
+
+// Empty slots (NOT_FOUND, INVALID_ARGUMENT) are skipped as go-nvlib does; any other failure
+// stops the walk with the handles before it and the call's name.
+func TestMIGHandles(t *testing.T) {
+	mig := &mock.Device{}
+	slots := []nvml.Return{nvml.SUCCESS, nvml.ERROR_NOT_FOUND, nvml.ERROR_INVALID_ARGUMENT, nvml.SUCCESS, nvml.ERROR_UNKNOWN, nvml.SUCCESS}
+	dev := &mock.Device{
+		GetMaxMigDeviceCountFunc: func() (int, nvml.Return) { return 4, nvml.SUCCESS },
+		GetMigDeviceHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
+			if slots[i] != nvml.SUCCESS {
+				return nil, slots[i]
+			}
+			return mig, nvml.SUCCESS
+		},
+	}
+	if h, call, ret := MIGHandles(dev); len(h) != 2 || call != "" || ret != nvml.SUCCESS {
+		t.Fatalf("4 slots, 2 empty: %d handles, %q %v", len(h), call, ret)
+	}
+	dev.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return len(slots), nvml.SUCCESS }
+	if h, call, ret := MIGHandles(dev); len(h) != 2 || call != "nvmlDeviceGetMigDeviceHandleByIndex" || ret != nvml.ERROR_UNKNOWN {
+		t.Fatalf("failing slot 4: %d handles, %q %v", len(h), call, ret)
+	}
+	dev.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	if h, call, ret := MIGHandles(dev); h != nil || call != "nvmlDeviceGetMaxMigDeviceCount" || ret != nvml.ERROR_NOT_SUPPORTED {
+		t.Fatalf("no MIG: %d handles, %q %v", len(h), call, ret)
 	}
 }

@@ -1,13 +1,16 @@
-// Package nodefacts is what the node programs learn about their node from NVML, in one type and
-// one reader: the driver (driver, CUDA and NVML versions) and each GPU's identity, model,
-// memory, compute capability, virtualization and MIG mode with its MIG devices. A program reads
-// a Snapshot once per period and everything it computes in that period reads the same one: the
-// feature labels (plugin/agent/labels), the driver validator's NVML view (plugin/agent/driver),
-// and the exporter's driver and GPU identity labels (plugin/exporter/collector).
+// Package nodefacts is what the node programs learn about their node, in two snapshot types
+// split at the privilege line, each with one reader:
 //
-// The gate reads no NVML (it runs unprivileged, without the nvidia runtime): its facts are host
-// files (the kernel module's version, the toolkit's status record, the Node), read once per pass
-// by its checks, and the Node condition is made from those same results.
+//   - Snapshot, from NVML: the driver (driver, CUDA and NVML versions) and each GPU's identity,
+//     model, memory, compute capability, virtualization and MIG mode with its MIG devices. A
+//     program reads it once per period and everything it computes in that period reads the
+//     same one: the feature labels (plugin/agent/labels), the driver validator's NVML view
+//     (plugin/agent/driver), and the exporter's driver and GPU identity labels
+//     (plugin/exporter/collector).
+//   - Host, from host files (ReadHost): the loaded kernel module's version and the toolkit
+//     stage's record. The gate runs unprivileged, without the nvidia runtime, so it reads no
+//     NVML: its reconciler reads Host and the Node once per pass (gate.Facts), and every stage
+//     check, the labels it plans and the GPUStackReady condition judge that one reading.
 package nodefacts
 
 import (
@@ -167,18 +170,11 @@ func readGPU(dev nvml.Device, g *GPU) error {
 	if !g.MIGEnabled {
 		return nil
 	}
-	slots, ret := dev.GetMaxMigDeviceCount()
+	migs, call, ret := gpulib.MIGHandles(dev)
 	if ret != nvml.SUCCESS {
-		return Failed{"nvmlDeviceGetMaxMigDeviceCount", ret}
+		return Failed{call, ret}
 	}
-	for s := range slots {
-		mig, ret := dev.GetMigDeviceHandleByIndex(s)
-		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
-			continue // an empty slot
-		}
-		if ret != nvml.SUCCESS {
-			return Failed{"nvmlDeviceGetMigDeviceHandleByIndex", ret}
-		}
+	for _, mig := range migs {
 		attr, ret := mig.GetAttributes()
 		if ret != nvml.SUCCESS {
 			return Failed{"nvmlDeviceGetAttributes", ret}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
@@ -31,6 +30,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 func configFlag(fs *flag.FlagSet) *string {
@@ -62,11 +62,8 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			if err != nil {
 				return err
 			}
-			getNode := func(ctx context.Context) (*corev1.Node, error) {
-				return client.CoreV1().Nodes().Get(ctx, *node, metav1.GetOptions{})
-			}
-			checks := stages.Checks(cfg, *hostRoot, getNode)
-			r := &gate.Reconciler{Client: client, Node: *node, Checks: checks, Logger: e.log}
+			r := &gate.Reconciler{Client: client, Node: *node, Checks: stages.Checks(cfg), Logger: e.log,
+				ReadHost: func() nodefacts.Host { return nodefacts.ReadHost(*hostRoot) }}
 			if *once {
 				return gateOnce(ctx, r, e)
 			}
@@ -219,7 +216,7 @@ func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			publish = func(ctx context.Context, v driver.Verdict) error { return driver.Publish(ctx, client, *node, v, log) }
 		}
 		check := func(ctx context.Context) (driver.Verdict, error) {
-			found, err := driver.KernelVersion(*hostRoot)
+			found, err := nodefacts.ReadKernelDriver(*hostRoot)
 			if err != nil {
 				return driver.Verdict{Reason: err.Error()}, err
 			}

@@ -13,12 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/stages"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // The gate with a one-hour interval still follows the node at once: the driver's version file
@@ -34,7 +34,7 @@ func TestGateFollowsEventsNotInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	version := filepath.Join(root, driver.ProcVersionFile)
+	version := filepath.Join(root, nodefacts.KernelDriverFile)
 	if err := os.MkdirAll(filepath.Dir(version), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +42,9 @@ func TestGateFollowsEventsNotInterval(t *testing.T) {
 	defer cancel()
 	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: stages.Checks(cfg, root, nil), Logger: log,
-		Wake: gateWatches(ctx, log, cs, "n1", root, filepath.Join(t.TempDir(), "config.yaml"), wake.New(), time.Hour)}
+	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: stages.Checks(cfg), Logger: log,
+		ReadHost: func() nodefacts.Host { return nodefacts.ReadHost(root) },
+		Wake:     gateWatches(ctx, log, cs, "n1", root, filepath.Join(t.TempDir(), "config.yaml"), wake.New(), time.Hour)}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, time.Hour) }()
 	label := func(key string) (string, bool) {

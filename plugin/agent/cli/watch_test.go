@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // runAsync runs a command line until cancel; the returned channel yields its exit code.
@@ -72,7 +72,7 @@ func TestDriverWatchReadiness(t *testing.T) {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	root := t.TempDir()
-	version := filepath.Join(root, driver.ProcVersionFile)
+	version := filepath.Join(root, nodefacts.KernelDriverFile)
 	_ = os.MkdirAll(filepath.Dir(version), 0o755)
 	setDriver := func(v string) {
 		_ = os.WriteFile(version, []byte("NVRM version: NVIDIA UNIX x86_64 Kernel Module  "+v+"  Tue Sep 30 00:00:00 UTC 2025\n"), 0o644)

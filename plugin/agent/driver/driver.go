@@ -4,22 +4,14 @@
 package driver
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"regexp"
-	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
-
-// ProcVersionFile is the kernel module's version file (host path).
-const ProcVersionFile = "/proc/driver/nvidia/version"
 
 // Enforce rules (spec.driver.enforce): plugin/config's, which also compares.
 const (
@@ -27,29 +19,6 @@ const (
 	EnforceBranch = config.DriverEnforceBranch
 	EnforceNone   = config.DriverEnforceNone
 )
-
-// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep ..." and the open
-// module's "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build ...".
-var procVersionRE = regexp.MustCompile(`NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s`)
-
-// ErrNoDriver means the kernel module is not loaded (the file is absent).
-var ErrNoDriver = errors.New("NVIDIA kernel module not loaded: " + ProcVersionFile + " is missing (driver stage not done, or --host-root does not mount the host's /proc)")
-
-// KernelVersion reads the loaded kernel module's version under hostRoot.
-func KernelVersion(hostRoot string) (string, error) {
-	b, err := hostfs.ReadFile(hostRoot, ProcVersionFile)
-	if errors.Is(err, os.ErrNotExist) {
-		return "", ErrNoDriver
-	}
-	if err != nil {
-		return "", err
-	}
-	m := procVersionRE.FindSubmatch(append(b, '\n'))
-	if m == nil {
-		return "", fmt.Errorf("%s: no driver version in %q", ProcVersionFile, strings.SplitN(string(b), "\n", 2)[0])
-	}
-	return string(m[1]), nil
-}
 
 // NVMLVersions is NVML's view of the driver that the verdict uses.
 type NVMLVersions struct {
@@ -134,13 +103,4 @@ func (v Verdict) Labels() (labels, annotations map[string]string) {
 		annotations[config.AnnotationDriverDrift] = fmt.Sprintf("expected %s (enforce %s), found %s", v.Expected, v.Enforce, v.Found)
 	}
 	return labels, annotations
-}
-
-// Check is the driver stage check: kernel module version only (no NVML before the toolkit).
-func Check(hostRoot string, pol config.AgentDriver, cudaVersion string) (Verdict, error) {
-	found, err := KernelVersion(hostRoot)
-	if err != nil {
-		return Verdict{Expected: pol.Version, Enforce: pol.Enforce, Reason: err.Error()}, err
-	}
-	return Compare(pol, cudaVersion, found, nil), nil
 }

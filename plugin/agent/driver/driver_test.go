@@ -5,8 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,64 +16,6 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
 )
-
-// hostWithDriver writes a /proc/driver/nvidia/version under a fake host root.
-func hostWithDriver(t *testing.T, line string) string {
-	t.Helper()
-	root := t.TempDir()
-	p := filepath.Join(root, ProcVersionFile)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(line+"\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
-func TestKernelVersion(t *testing.T) {
-	for line, want := range map[string]string{
-		"NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 30 00:00:00 UTC 2025":                          "580.95.05",
-		"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  (dvs-builder@U16-I3-B03-4-3)": "570.172.08",
-		"NVRM version: NVIDIA UNIX aarch64 Kernel Module  550.54  Thu Feb 22 01:44:30 UTC 2024":                            "550.54",
-	} {
-		got, err := KernelVersion(hostWithDriver(t, line))
-		if err != nil || got != want {
-			t.Errorf("%q: %q %v, want %q", line, got, err, want)
-		}
-	}
-	if _, err := KernelVersion(t.TempDir()); err != ErrNoDriver {
-		t.Errorf("missing file: %v", err)
-	}
-	if _, err := KernelVersion(hostWithDriver(t, "garbage")); err == nil || !strings.Contains(err.Error(), "no driver version") {
-		t.Errorf("garbage: %v", err)
-	}
-}
-
-// The version file is read inside the host root: a link there (here /proc/driver/nvidia, as a
-// driver container may leave it) leads to the host's file, never to this container's.
-func TestKernelVersionThroughLink(t *testing.T) {
-	root := hostWithDriver(t, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 30 00:00:00 UTC 2025")
-	nvidia := filepath.Join(root, filepath.Dir(ProcVersionFile))
-	if err := os.MkdirAll(filepath.Join(root, "/run"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(nvidia, filepath.Join(root, "/run/nvidia-proc")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("/run/nvidia-proc", nvidia); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := KernelVersion(root); err != nil || got != "580.95.05" {
-		t.Fatalf("through an absolute link: %q %v", got, err)
-	}
-	if err := os.RemoveAll(filepath.Join(root, "/run/nvidia-proc")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := KernelVersion(root); err == nil || !strings.Contains(err.Error(), "symbolic link /proc/driver/nvidia -> /run/nvidia-proc points to nothing") {
-		t.Fatalf("dangling link: %v", err)
-	}
-}
 
 func TestCompare(t *testing.T) {
 	pol := func(enforce string) config.AgentDriver {

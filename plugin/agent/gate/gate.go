@@ -28,6 +28,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // Result is one stage check's verdict.
@@ -43,12 +44,20 @@ type Result struct {
 	ConditionReason string
 }
 
-// CheckFunc verifies one stage on this node.
-type CheckFunc func(ctx context.Context) Result
+// Facts is what one pass knows about the node, read once before its checks run so every
+// check, the labels it plans and the GPUStackReady condition judge the same state: the Node
+// as the pass found it (its pool and MIG labels) and the host files (nodefacts.Host).
+type Facts struct {
+	Node *corev1.Node
+	Host nodefacts.Host
+}
+
+// CheckFunc verifies one stage on this node from the pass's facts.
+type CheckFunc func(f *Facts) Result
 
 // Static returns a check with a fixed verdict.
 func Static(ready bool, reason string) CheckFunc {
-	return func(context.Context) Result { return Result{Ready: ready, Reason: reason} }
+	return func(*Facts) Result { return Result{Ready: ready, Reason: reason} }
 }
 
 // StageCheck guards the labels in Opens: they are open iff this check and every check before
@@ -79,6 +88,9 @@ type Reconciler struct {
 	Logger *slog.Logger
 	// Wake, when set, makes Run reconcile at once on an event instead of at the next interval.
 	Wake *wake.Trigger
+	// ReadHost reads the host facts once per pass (nodefacts.ReadHost under --host-root);
+	// nil leaves Facts.Host empty (checks that read no host files).
+	ReadHost func() nodefacts.Host
 
 	now func() time.Time // the condition's timestamps; nil is time.Now (tests inject a clock)
 }
@@ -116,19 +128,28 @@ func (r *Reconciler) validate() error {
 	return nil
 }
 
-// Reconcile runs every check once and converges the node's labels and annotations with the
-// verdicts. It returns the verdicts even when patching the node failed.
+// Reconcile reads the node's facts once (one GET of the Node, one read of each host file),
+// runs every check on them and converges the node's labels and annotations with the verdicts.
+// It returns the verdicts even when patching the node failed.
 func (r *Reconciler) Reconcile(ctx context.Context) (Status, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
 	log := r.logger()
+	facts := &Facts{}
+	var err error
+	if facts.Node, err = nodeapi.Get(ctx, r.Client, r.Node); err != nil {
+		return nil, err
+	}
+	if r.ReadHost != nil {
+		facts.Host = r.ReadHost()
+	}
 	results := make([]Result, len(r.Checks))
 	status := Status{}
 	for i, c := range r.Checks {
 		res := Result{Ready: true, Reason: "entry: node selected by the policy"}
 		if c.Check != nil {
-			res = c.Check(ctx)
+			res = c.Check(facts)
 		}
 		results[i] = res
 		status[c.Stage] = StageStatus{Ready: res.Ready, Reason: res.Reason}
@@ -144,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Status, error) {
 		}
 		return r.plan(node, results, string(statusJSON))
 	}
-	node, err := nodeapi.Converge(ctx, r.Client, r.Node, plan)
+	node, err := nodeapi.ConvergeFrom(ctx, r.Client, facts.Node, plan)
 	if err != nil {
 		return status, err
 	}

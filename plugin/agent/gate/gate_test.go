@@ -35,10 +35,10 @@ func newNode(labels map[string]string) *corev1.Node {
 func checks(driverOK, toolkitOK *bool) []StageCheck {
 	return []StageCheck{
 		{Stage: "entry", Opens: []string{config.LabelDeployDriver}},
-		{Stage: config.StageDriver, Opens: []string{config.LabelDeployToolkit}, Check: func(context.Context) Result {
+		{Stage: config.StageDriver, Opens: []string{config.LabelDeployToolkit}, Check: func(*Facts) Result {
 			return Result{Ready: *driverOK, Reason: "driver", Labels: map[string]string{config.LabelDriverVersion: "580.95.05"}}
 		}},
-		{Stage: config.StageToolkit, Opens: []string{config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployExporter}, Check: func(context.Context) Result {
+		{Stage: config.StageToolkit, Opens: []string{config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployExporter}, Check: func(*Facts) Result {
 			return Result{Ready: *toolkitOK, Reason: "toolkit"}
 		}},
 	}
@@ -213,7 +213,7 @@ func TestRejectsForeignKeys(t *testing.T) {
 	if _, err := r.Reconcile(context.Background()); err == nil || !strings.Contains(err.Error(), "outside nvidia.com/") {
 		t.Fatalf("want prefix error, got %v", err)
 	}
-	r.Checks = []StageCheck{{Stage: "x", Check: func(context.Context) Result {
+	r.Checks = []StageCheck{{Stage: "x", Check: func(*Facts) Result {
 		return Result{Ready: true, Labels: map[string]string{"kubernetes.io/hostname": "evil"}}
 	}}}
 	if _, err := r.Reconcile(context.Background()); err == nil || !strings.Contains(err.Error(), "only manages keys under") {
@@ -418,19 +418,19 @@ func TestConditionReasonAndBounds(t *testing.T) {
 	long := strings.Repeat("é", maxConditionMessage)
 	r := &Reconciler{Node: node, Checks: []StageCheck{
 		{Stage: "entry", Opens: []string{config.LabelDeployDriver}},
-		{Stage: config.StageDriver, Opens: []string{config.LabelDeployToolkit}, Check: func(context.Context) Result {
+		{Stage: config.StageDriver, Opens: []string{config.LabelDeployToolkit}, Check: func(*Facts) Result {
 			return Result{Ready: ok, Reason: long, ConditionReason: config.ReasonDriverDrift}
 		}},
 		{Stage: "disabled", Opens: []string{config.LabelDeployExporter}, Check: Static(false, "disabled"), SkipCondition: true},
 	}}
 	n := newNode(map[string]string{config.LabelDeployExporter: config.GateOptOut})
-	results := []Result{{Ready: true}, r.Checks[1].Check(context.Background()), r.Checks[2].Check(context.Background())}
+	results := []Result{{Ready: true}, r.Checks[1].Check(&Facts{}), r.Checks[2].Check(&Facts{})}
 	status, reason, msg := r.condition(n, results)
 	if status != corev1.ConditionTrue || reason != config.ReasonStackReady {
 		t.Fatalf("skipped stage held the condition: %s %s %s", status, reason, msg)
 	}
 	ok = false
-	results[1] = r.Checks[1].Check(context.Background())
+	results[1] = r.Checks[1].Check(&Facts{})
 	status, reason, msg = r.condition(n, results)
 	if status != corev1.ConditionFalse || reason != config.ReasonDriverDrift || len(msg) > maxConditionMessage || !utf8.ValidString(msg) || !strings.HasSuffix(msg, "…") {
 		t.Fatalf("drift: %s %s, message of %d bytes (valid UTF-8 %v)", status, reason, len(msg), utf8.ValidString(msg))

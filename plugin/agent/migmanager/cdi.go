@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // applied is the content of config.MIGAppliedFile: what the toolkit stage's CDI spec must
@@ -37,12 +38,12 @@ func migUUIDs(lib nvml.Interface) ([]string, error) {
 		if mode, _, ret := dev.GetMigMode(); ret != nvml.SUCCESS || mode != nvml.DEVICE_MIG_ENABLE {
 			continue
 		}
-		max, _ := dev.GetMaxMigDeviceCount()
-		for k := range max {
-			md, ret := dev.GetMigDeviceHandleByIndex(k)
-			if ret != nvml.SUCCESS {
-				continue
-			}
+		// A slot NVML does not answer would leave its MIG device out of the CDI spec: an error.
+		handles, call, ret := gpulib.MIGHandles(dev)
+		if ret != nvml.SUCCESS {
+			return nil, &NVMLError{GPU: i, Call: call, Ret: ret}
+		}
+		for _, md := range handles {
 			if u, ret := md.GetUUID(); ret == nvml.SUCCESS {
 				out = append(out, u)
 			}

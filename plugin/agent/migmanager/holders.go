@@ -8,6 +8,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpupolicy/gpupolicy/plugin/exporter/podresources"
+	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 )
 
 // PodResourceHolders names, for each GPU, the pods the kubelet's pod-resources API says hold
@@ -38,12 +39,13 @@ func holdersOf(lib nvml.Interface, lookup func(id string) []podresources.PodRef)
 		if u, ret := dev.GetUUID(); ret == nvml.SUCCESS {
 			ids = append(ids, u)
 		}
-		if max, ret := dev.GetMaxMigDeviceCount(); ret == nvml.SUCCESS {
-			for k := range max {
-				md, ret := dev.GetMigDeviceHandleByIndex(k)
-				if ret != nvml.SUCCESS {
-					continue
-				}
+		if mode, _, ret := dev.GetMigMode(); ret == nvml.SUCCESS && mode == nvml.DEVICE_MIG_ENABLE {
+			// A MIG device whose holder cannot be looked up could be repartitioned under a pod.
+			handles, call, ret := gpulib.MIGHandles(dev)
+			if ret != nvml.SUCCESS {
+				return nil, &NVMLError{GPU: i, Call: call, Ret: ret}
+			}
+			for _, md := range handles {
 				if u, ret := md.GetUUID(); ret == nvml.SUCCESS {
 					ids = append(ids, u)
 				}

@@ -62,15 +62,12 @@ func newFixture(t *testing.T, labels map[string]string) *fixture {
 	f := &fixture{cs: cs, clock: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
 	f.mgr = &Manager{Client: cs, Node: nodeName, Config: cfg, ConfigDir: dir, Lib: newMock(t), now: func() time.Time { return f.clock }}
 	ready := gate.Static(true, "ok")
-	getNode := func(ctx context.Context) (*corev1.Node, error) {
-		return cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-	}
 	// The production order and openings (config.Gates), with the driver and toolkit passing.
 	checks := []gate.StageCheck{
 		{Stage: "entry", Opens: config.GateLabels("", cfg.Stages)},
 		{Stage: config.StageDriver, Opens: config.GateLabels(config.StageDriver, cfg.Stages), Check: ready},
 		{Stage: config.StageToolkit, Opens: config.GateLabels(config.StageToolkit, cfg.Stages), Check: ready},
-		{Stage: config.StageMIGManager, Opens: config.GateLabels(config.StageMIGManager, cfg.Stages), Check: stages.MIGCheck(cfg, getNode)},
+		{Stage: config.StageMIGManager, Opens: config.GateLabels(config.StageMIGManager, cfg.Stages), Check: stages.MIGCheck(cfg)},
 	}
 	f.gate = &gate.Reconciler{Client: cs, Node: nodeName, Checks: checks}
 	return f

@@ -72,10 +72,26 @@ const maxSteps = 64
 // until the plan is empty. Each patch carries the resourceVersion the plan was computed
 // from; on a conflict the node is read again and re-planned. Returns the final node.
 func Converge(ctx context.Context, client kubernetes.Interface, name string, plan PlanFunc) (*corev1.Node, error) {
+	node, err := Get(ctx, client, name)
+	if err != nil {
+		return nil, err
+	}
+	return ConvergeFrom(ctx, client, node, plan)
+}
+
+// Get reads Node name.
+func Get(ctx context.Context, client kubernetes.Interface, name string) (*corev1.Node, error) {
 	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get node %s: %w", name, err)
 	}
+	return node, nil
+}
+
+// ConvergeFrom is Converge from a Node already read (its resourceVersion is the first
+// patch's precondition, so a Node changed since is re-read, as after any conflict).
+func ConvergeFrom(ctx context.Context, client kubernetes.Interface, node *corev1.Node, plan PlanFunc) (*corev1.Node, error) {
+	name := node.Name
 	for range maxSteps {
 		steps := plan(node)
 		if len(steps) == 0 {

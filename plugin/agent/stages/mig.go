@@ -1,27 +1,18 @@
 package stages
 
 import (
-	"context"
 	"fmt"
-
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// NodeFunc reads this agent's Node.
-type NodeFunc func(ctx context.Context) (*corev1.Node, error)
-
 // MIGCheck is ready when the node's pool declares no MIG layout, or the MIG step reported
 // success for the layout the node should run (its nvidia.com/mig.config label, else the
 // pool's); otherwise its reason is the step's state and message.
-func MIGCheck(cfg *config.Agent, node NodeFunc) gate.CheckFunc {
-	return func(ctx context.Context) gate.Result {
-		n, err := node(ctx)
-		if err != nil {
-			return gate.Result{Reason: "reading the Node for its MIG state: " + err.Error(), ConditionReason: config.ReasonMIGPending}
-		}
+func MIGCheck(cfg *config.Agent) gate.CheckFunc {
+	return func(f *gate.Facts) gate.Result {
+		n := f.Node
 		pm, pool := cfg.MIGFor(n.Labels)
 		if pm == nil {
 			return gate.Result{Ready: true, Reason: "the node's pool declares no MIG layout"}

@@ -1,13 +1,14 @@
 package stages
 
 import (
-	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // A node of a pool with its own driver is held to that driver, read from its labels on every
@@ -18,13 +19,11 @@ func TestDriverCheckFollowsThePoolDriver(t *testing.T) {
 		Driver: &config.AgentDriver{Source: "container", Version: "570.195.03", Enforce: "exact"}}}
 	root := t.TempDir()
 	labels := map[string]string{}
-	node := func(context.Context) (*corev1.Node, error) {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", Labels: labels}}, nil
-	}
 	check := func() bool {
-		for _, c := range Checks(cfg, root, node) {
+		f := &gate.Facts{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", Labels: labels}}, Host: nodefacts.ReadHost(root)}
+		for _, c := range Checks(cfg) {
 			if c.Stage == config.StageDriver {
-				return c.Check(context.Background()).Ready
+				return c.Check(f).Ready
 			}
 		}
 		t.Fatal("no driver check")
@@ -42,10 +41,10 @@ func TestDriverCheckFollowsThePoolDriver(t *testing.T) {
 	if check() {
 		t.Fatal("in the pool (enforce exact), the policy's driver is not the pool's")
 	}
-	// Without pool drivers the driver check reads no Node (node is nil here).
-	for _, c := range Checks(agentConfig(), root, nil) {
+	// Without pool drivers the driver check reads no Node (nil here).
+	for _, c := range Checks(agentConfig()) {
 		if c.Stage == config.StageDriver {
-			_ = c.Check(context.Background())
+			_ = c.Check(&gate.Facts{Host: nodefacts.ReadHost(root)})
 		}
 	}
 }

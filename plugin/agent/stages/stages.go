@@ -14,9 +14,9 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
-	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // Stage names beyond config's: the entry stage and the stage that keeps disabled gates shut.
@@ -25,16 +25,16 @@ const (
 	StageDisabled = "disabled"
 )
 
-// Checks returns the stage list of `gpu-node-agent gate` for cfg, reading under hostRoot and,
-// for the checks that need its labels (a pool's own driver, the MIG step), the Node through
-// node: the entry, then one check per enabled check of the stage table (config.Gates), in its
-// order, each opening the labels the table assigns to it, and last the disabled stages' labels
-// kept shut. A new stage's check is one entry of checkFor.
-func Checks(cfg *config.Agent, hostRoot string, node NodeFunc) []gate.StageCheck {
+// Checks returns the stage list of `gpu-node-agent gate` for cfg: the entry, then one check
+// per enabled check of the stage table (config.Gates), in its order, each opening the labels
+// the table assigns to it, and last the disabled stages' labels kept shut. Every check is a
+// function of the pass's facts (gate.Facts: the Node and nodefacts.Host, read once by the
+// reconciler). A new stage's check is one entry of checkFor.
+func Checks(cfg *config.Agent) []gate.StageCheck {
 	checkFor := map[string]gate.CheckFunc{
-		config.StageDriver:     poolDriverCheck(cfg, hostRoot, node),
-		config.StageToolkit:    ToolkitCheck(cfg, hostRoot),
-		config.StageMIGManager: MIGCheck(cfg, node),
+		config.StageDriver:     poolDriverCheck(cfg),
+		config.StageToolkit:    ToolkitCheck(cfg),
+		config.StageMIGManager: MIGCheck(cfg),
 	}
 	checks := []gate.StageCheck{{Stage: StageEntry, Opens: config.GateLabels("", cfg.Stages)}}
 	for _, stage := range config.EnabledChecks(cfg.Stages) {
@@ -53,17 +53,18 @@ func Checks(cfg *config.Agent, hostRoot string, node NodeFunc) []gate.StageCheck
 }
 
 // DriverCheck verifies the kernel module's version against driver.version/enforce.
-func DriverCheck(cfg *config.Agent, hostRoot string) gate.CheckFunc {
-	return func(context.Context) gate.Result {
-		v, err := driver.Check(hostRoot, cfg.Driver, cfg.CUDAVersion)
-		if err != nil {
+func DriverCheck(cfg *config.Agent) gate.CheckFunc {
+	return func(f *gate.Facts) gate.Result {
+		if err := f.Host.KernelDriverErr; err != nil {
 			res := gate.Result{Reason: err.Error(), ConditionReason: config.ReasonDriverNotReady}
-			if errors.Is(err, driver.ErrNoDriver) {
+			if errors.Is(err, nodefacts.ErrNoDriver) {
 				res.Labels = map[string]string{config.LabelDriverVersion: "", config.LabelDriverDrift: ""}
 				res.ConditionReason = config.ReasonDriverNotLoaded
 			}
 			return res
 		}
+		// Kernel module version only: NVML is not there before the toolkit stage.
+		v := driver.Compare(cfg.Driver, cfg.CUDAVersion, f.Host.KernelDriver, nil)
 		labels, annotations := v.Labels()
 		reason := config.ReasonDriverNotReady // a CUDA or user-space mismatch, or an unreadable version
 		if v.Drift {
@@ -73,12 +74,12 @@ func DriverCheck(cfg *config.Agent, hostRoot string) gate.CheckFunc {
 	}
 }
 
-// ToolkitCheck verifies the status file written by `toolkit install`: open only when it
+// ToolkitCheck verifies the status record written by `toolkit install`: open only when it
 // verified, through containerd's CRI, the drop-in this policy rendered with the policy's
 // handler; otherwise the reason is the install's own (what containerd refused, what it runs).
-func ToolkitCheck(cfg *config.Agent, hostRoot string) gate.CheckFunc {
-	return func(context.Context) gate.Result {
-		st, err := toolkit.ReadStatus(hostRoot)
+func ToolkitCheck(cfg *config.Agent) gate.CheckFunc {
+	return func(f *gate.Facts) gate.Result {
+		st, err := f.Host.Toolkit, f.Host.ToolkitErr
 		if err != nil {
 			return gate.Result{Reason: err.Error(), ConditionReason: config.ReasonToolkitNotLoaded}
 		}
@@ -119,12 +120,12 @@ func WatchDirs() []wake.Dir {
 	return []wake.Dir{
 		{Path: filepath.Dir(config.ToolkitStatusFile), Names: []string{filepath.Base(config.ToolkitStatusFile)}, Why: WhyToolkitStatus},
 		{Path: "/dev", Names: []string{"nvidia*"}, Why: WhyDeviceNodes},
-		{Path: filepath.Dir(driver.ProcVersionFile), Names: []string{filepath.Base(driver.ProcVersionFile)}, Why: WhyDriverVersion},
+		{Path: filepath.Dir(nodefacts.KernelDriverFile), Names: []string{filepath.Base(nodefacts.KernelDriverFile)}, Why: WhyDriverVersion},
 	}
 }
 
 // DriverEvents pokes t when the NVIDIA kernel modules are loaded or unloaded, until ctx ends:
-// the kernel's module uevents. procfs makes driver.ProcVersionFile on each read and never
+// the kernel's module uevents. procfs makes nodefacts.KernelDriverFile on each read and never
 // reports it to inotify, and an upgrade in place changes the version without new device nodes
 // (nvidia-modprobe may make those only when a program opens the GPU), but every driver change
 // is an unload and a load of the nvidia module, which the kernel announces. Without the
@@ -133,11 +134,11 @@ func WatchDirs() []wake.Dir {
 func DriverEvents(ctx context.Context, log *slog.Logger, t *wake.Trigger, hostRoot string) {
 	if err := t.Uevents(ctx, log, wake.Module("nvidia"), WhyDriverModule); err != nil {
 		log.Warn("driver loads and unloads are found by polling the version file", "error", err, "period", DriverPollPeriod.String())
-		go t.PollFile(ctx, hostRoot, driver.ProcVersionFile, DriverPollPeriod, WhyDriverVersion)
+		go t.PollFile(ctx, hostRoot, nodefacts.KernelDriverFile, DriverPollPeriod, WhyDriverVersion)
 	}
 }
 
-// DriverPollPeriod is how often driver.ProcVersionFile is re-read when the kernel's uevents
+// DriverPollPeriod is how often nodefacts.KernelDriverFile is re-read when the kernel's uevents
 // cannot be received: reading a 100-byte kernel file every 2s is the cheap bound then.
 const DriverPollPeriod = 2 * time.Second
 

@@ -15,10 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/gpupolicy/gpupolicy/plugin/agent/driver"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 const sha = "8d32d3c0925e245d5953ad43921355a74d29789c2359fc6a101fd0d723c186e1"
@@ -34,7 +34,7 @@ func agentConfig() *config.Agent {
 
 func writeDriver(t *testing.T, root, version string) {
 	t.Helper()
-	p := filepath.Join(root, driver.ProcVersionFile)
+	p := filepath.Join(root, nodefacts.KernelDriverFile)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -51,8 +51,9 @@ func TestStagesThroughGate(t *testing.T) {
 	root := t.TempDir()
 	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1",
 		Labels: map[string]string{config.LabelDeployExporter: "true"}}})
-	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: Checks(agentConfig(), root, nil),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: Checks(agentConfig()),
+		ReadHost: func() nodefacts.Host { return nodefacts.ReadHost(root) },
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil))}
 	labels := func() map[string]string {
 		if _, err := r.Reconcile(ctx); err != nil {
 			t.Fatal(err)
@@ -102,7 +103,7 @@ func TestStagesThroughGate(t *testing.T) {
 	if l = labels(); l[config.LabelToolkitReady] != "" {
 		t.Fatalf("unverified status opened the toolkit gate: %v", l)
 	}
-	if res := ToolkitCheck(agentConfig(), root)(ctx); res.Ready || res.Reason != "toolkit install failed: containerd refused the drop-in: boom" {
+	if res := ToolkitCheck(agentConfig())(&gate.Facts{Host: nodefacts.ReadHost(root)}); res.Ready || res.Reason != "toolkit install failed: containerd refused the drop-in: boom" {
 		t.Fatalf("failed status: %+v", res)
 	}
 	if c := condition(); c != "False "+config.ReasonToolkitInstallFailed {
@@ -174,7 +175,7 @@ func TestChecksFollowTheGateTable(t *testing.T) {
 	} {
 		cfg := agentConfig()
 		cfg.Stages = tc.stages
-		checks := Checks(cfg, t.TempDir(), nil)
+		checks := Checks(cfg)
 		order := []string{StageEntry, config.StageDriver, config.StageToolkit}
 		if tc.stages.MIG {
 			order = append(order, config.StageMIGManager)
@@ -193,5 +194,38 @@ func TestChecksFollowTheGateTable(t *testing.T) {
 				t.Errorf("%+v: stage %s has no check function", tc.stages, c.Stage)
 			}
 		}
+	}
+}
+
+// One pass reads its facts once: with a pool driver and the MIG step (two checks that read
+// the Node), the reconcile still GETs the Node once and patches from that read.
+func TestOnePassReadsTheNodeOnce(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	writeDriver(t, root, "570.195.03")
+	cfg := agentConfig()
+	cfg.Stages.MIG = true
+	cfg.NodePools = []config.AgentPool{{Name: "training", NodeSelector: map[string]string{"pool": "training"},
+		Driver: &config.AgentDriver{Version: "570.195.03", Enforce: "exact"},
+		MIG:    &config.AgentMIG{Layout: "balanced", Layouts: []string{"balanced"}, ConfigFile: "training.yaml"}}}
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"pool": "training"}}})
+	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: Checks(cfg),
+		ReadHost: func() nodefacts.Host { return nodefacts.ReadHost(root) },
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil))}
+	status, err := r.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !status[config.StageDriver].Ready {
+		t.Fatalf("the pool's driver must pass: %+v", status)
+	}
+	gets := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
+			gets++
+		}
+	}
+	if gets != 1 {
+		t.Fatalf("%d GETs of the Node in one pass, want 1: %v", gets, cs.Actions())
 	}
 }

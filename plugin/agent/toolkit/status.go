@@ -4,40 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
-// Status is the toolkit stage's verdict on the node (config.ToolkitStatusFile). Verified is
-// true only after the running containerd showed, through its CRI, the drop-in's handlers
-// with the drop-in's settings, so the unprivileged gate can trust it without the containerd
-// socket; otherwise Reason says why the last install did not get there.
-type Status struct {
-	// Verified: the gate may open (for this DropInSHA256 and Handlers only).
-	Verified bool `json:"verified"`
-	// Reason is why the last install was not verified ("" when Verified).
-	Reason string `json:"reason,omitempty"`
-	// Handlers are the runtime handlers of the drop-in that containerd has loaded (none
-	// when not Verified).
-	Handlers []string `json:"handlers"`
-	// DropInSHA256 is the sha256 (hex) of the rendered drop-in (config.AgentToolkit.DropInSHA256).
-	DropInSHA256 string `json:"dropInSHA256"`
-	// InstalledSHA256 is the sha256 of the file in dropInDir (differs when merged).
-	InstalledSHA256   string `json:"installedSHA256"`
-	ContainerdVersion string `json:"containerdVersion"`
-	VerifiedBy        string `json:"verifiedBy"`
-	// Restarted: this install restarted containerd for InstalledSHA256; a run that finds the
-	// same bytes not in effect does not restart again (each --watch interval would).
-	Restarted bool      `json:"restarted,omitempty"`
-	Time      time.Time `json:"time"`
-}
+// Status is the toolkit stage's record on the node; its schema is the contract's.
+type Status = config.ToolkitStatus
 
 // sameVerdict compares everything but the time, so an unchanged node is not rewritten.
-func (s Status) sameVerdict(o Status) bool {
+func sameVerdict(s, o Status) bool {
 	s.Time, o.Time = time.Time{}, time.Time{}
 	a, _ := json.Marshal(s)
 	b, _ := json.Marshal(o)
@@ -54,25 +32,6 @@ func WriteStatus(hostRoot string, st Status) error {
 	return err
 }
 
-// ErrNoStatus means the toolkit stage has not completed on this node.
-var ErrNoStatus = errors.New("no toolkit status file: `gpu-node-agent toolkit install` has not verified containerd on this node yet")
-
-// ReadStatus reads hostRoot + config.ToolkitStatusFile.
-func ReadStatus(hostRoot string) (Status, error) {
-	b, err := hostfs.ReadFile(hostRoot, config.ToolkitStatusFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Status{}, ErrNoStatus
-	}
-	if err != nil {
-		return Status{}, err
-	}
-	var st Status
-	if err := json.Unmarshal(b, &st); err != nil {
-		return Status{}, fmt.Errorf("%s is not valid JSON: %w (remove it; the toolkit stage rewrites it)", config.ToolkitStatusFile, err)
-	}
-	return st, nil
-}
-
 // evidence names what of the CRI status proved the handler.
 func evidence(view criView) string {
 	if view.FromHandlers {
@@ -85,7 +44,7 @@ func evidence(view criView) string {
 // not rewritten every --watch interval).
 func (in *Installer) writeStatus(st Status) error {
 	st.Time = time.Now().UTC().Truncate(time.Second)
-	if old, err := ReadStatus(in.HostRoot); err == nil && old.sameVerdict(st) {
+	if old, err := nodefacts.ReadToolkitStatus(in.HostRoot); err == nil && sameVerdict(old, st) {
 		return nil
 	}
 	return WriteStatus(in.HostRoot, st)

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
 )
 
 // --watch under restart-mode none against a real, supervised containerd 1.6: the install is
@@ -61,7 +63,7 @@ func TestWatchSeesManualRestart(t *testing.T) {
 
 	d.restart()
 	waitFor("verified after the manual restart", func(r Result) bool { return r.Verified })
-	st, err := ReadStatus("/")
+	st, err := nodefacts.ReadToolkitStatus("/")
 	if err != nil || !st.Verified {
 		t.Fatalf("status after the restart: %+v %v", st, err)
 	}

@@ -106,19 +106,12 @@ func describeGPU(i int, dev nvml.Device, hostRoot string) (GPU, []error) {
 }
 
 func enumerateMIG(dev nvml.Device) ([]MIG, error) {
-	maxCount, ret := dev.GetMaxMigDeviceCount()
+	handles, call, ret := gpulib.MIGHandles(dev)
 	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("MIG device count: %s", nvml.ErrorString(ret))
+		return nil, fmt.Errorf("MIG devices: %s: %s", call, nvml.ErrorString(ret))
 	}
 	var migs []MIG
-	for n := range maxCount {
-		h, ret := dev.GetMigDeviceHandleByIndex(n)
-		if ret == nvml.ERROR_NOT_FOUND {
-			continue
-		}
-		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("MIG device %d: %s", n, nvml.ErrorString(ret))
-		}
+	for n, h := range handles {
 		m := MIG{Handle: h}
 		if m.UUID, ret = h.GetUUID(); ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("MIG device %d: uuid: %s", n, nvml.ErrorString(ret))

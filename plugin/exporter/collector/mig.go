@@ -24,20 +24,13 @@ func (c *Collector) readMIGs(g *gpuState) []MIG {
 		g.dropMIGState(nil)
 		return nil
 	}
-	n, ret := g.dev.GetMaxMigDeviceCount()
-	if !c.ok(g, "nvmlDeviceGetMaxMigDeviceCount", ret) {
-		return nil
-	}
+	// On a failed slot the devices before it are still reported, and no cached state is
+	// dropped: the devices after it may well still exist.
+	handles, call, ret := gpulib.MIGHandles(g.dev)
+	complete := c.ok(g, call, ret)
 	var out []MIG
 	seen := map[string]bool{}
-	for i := range n {
-		md, ret := g.dev.GetMigDeviceHandleByIndex(i)
-		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
-			continue // no MIG device in this slot
-		}
-		if !c.ok(g, "nvmlDeviceGetMigDeviceHandleByIndex", ret) {
-			return out
-		}
+	for _, md := range handles {
 		uuid, ret := md.GetUUID()
 		if !c.ok(g, "nvmlDeviceGetUUID", ret) {
 			continue
@@ -60,7 +53,9 @@ func (c *Collector) readMIGs(g *gpuState) []MIG {
 		c.sampleMIGGPM(g, st.giID, &m.Values)
 		out = append(out, m)
 	}
-	g.dropMIGState(seen)
+	if complete {
+		g.dropMIGState(seen)
+	}
 	return out
 }
 

@@ -1,0 +1,77 @@
+package nodefacts
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+
+	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
+	"github.com/gpupolicy/gpupolicy/plugin/config"
+)
+
+// KernelDriverFile is the loaded kernel module's version file (host path).
+const KernelDriverFile = "/proc/driver/nvidia/version"
+
+// ErrNoDriver means the kernel module is not loaded (KernelDriverFile is absent).
+var ErrNoDriver = errors.New("NVIDIA kernel module not loaded: " + KernelDriverFile + " is missing (driver stage not done, or --host-root does not mount the host's /proc)")
+
+// ErrNoToolkitStatus means the toolkit stage has not completed on this node.
+var ErrNoToolkitStatus = errors.New("no toolkit status file: `gpu-node-agent toolkit install` has not verified containerd on this node yet")
+
+// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep ..." and the open
+// module's "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build ...".
+var kernelVersionRE = regexp.MustCompile(`NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s`)
+
+// Host is one reading of the host files the gate judges a node by: the loaded kernel
+// module's driver version and the toolkit stage's record. They need no NVML, so the gate
+// stays unprivileged and runs before the toolkit exists. A fact that could not be read holds
+// its error instead (ErrNoDriver, ErrNoToolkitStatus when the file is absent).
+type Host struct {
+	KernelDriver    string // "580.95.05"
+	KernelDriverErr error
+	Toolkit         config.ToolkitStatus
+	ToolkitErr      error
+}
+
+// ReadHost reads the host facts under hostRoot.
+func ReadHost(hostRoot string) Host {
+	var h Host
+	h.KernelDriver, h.KernelDriverErr = ReadKernelDriver(hostRoot)
+	h.Toolkit, h.ToolkitErr = ReadToolkitStatus(hostRoot)
+	return h
+}
+
+// ReadKernelDriver reads the loaded kernel module's version under hostRoot.
+func ReadKernelDriver(hostRoot string) (string, error) {
+	b, err := hostfs.ReadFile(hostRoot, KernelDriverFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", ErrNoDriver
+	}
+	if err != nil {
+		return "", err
+	}
+	m := kernelVersionRE.FindSubmatch(append(b, '\n'))
+	if m == nil {
+		return "", fmt.Errorf("%s: no driver version in %q", KernelDriverFile, strings.SplitN(string(b), "\n", 2)[0])
+	}
+	return string(m[1]), nil
+}
+
+// ReadToolkitStatus reads config.ToolkitStatusFile under hostRoot.
+func ReadToolkitStatus(hostRoot string) (config.ToolkitStatus, error) {
+	var st config.ToolkitStatus
+	b, err := hostfs.ReadFile(hostRoot, config.ToolkitStatusFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, ErrNoToolkitStatus
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return config.ToolkitStatus{}, fmt.Errorf("%s is not valid JSON: %w (remove it; the toolkit stage rewrites it)", config.ToolkitStatusFile, err)
+	}
+	return st, nil
+}
