@@ -12,7 +12,8 @@
 //   - deviceplugin, draplugin: GPUs to pods, through the kubelet's device plugin or DRA API;
 //   - exporter: GPU metrics;
 //   - nodefacts: one reading of the driver and the GPUs from NVML, which the labels, the
-//     exporter's identity and the driver validator share;
+//     exporter's identity and the driver validator share; nodefacts/hostfacts: the kernel
+//     module's version and the toolkit record, read from host files by the unprivileged gate;
 //   - gpulib (and gpulib/gpumock): the one seam over NVML, and the mock behind --nvml-mock;
 //   - agent/cli, deviceplugin/cli, exporter/cli and cmd/*: the command lines and thin mains.
 package plugin

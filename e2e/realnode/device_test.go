@@ -27,7 +27,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/e2e/internal/realnode"
 	standin "github.com/gpupolicy/gpupolicy/e2e/internal/standin/layout"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // allocatedDevice asks the real kubelet's pod-resources API which nvidia.com/gpu device it
@@ -392,7 +392,7 @@ func (s *nodeState) brokenDropIn() {
 	s.waitStackCondition(corev1.ConditionFalse, config.ReasonToolkitInstallFailed)
 	// The status file may still vouch for the old drop-in (containerd does run it), never for
 	// the broken one.
-	if st, err := nodefacts.ReadToolkitStatus(s.n.HostPath("/")); err == nil && st.Verified && st.DropInSHA256 == broken.agent.Toolkit.DropInSHA256 {
+	if st, err := hostfacts.ReadToolkitStatus(s.n.HostPath("/")); err == nil && st.Verified && st.DropInSHA256 == broken.agent.Toolkit.DropInSHA256 {
 		t.Errorf("the toolkit status file says the broken drop-in is verified: %+v", st)
 	}
 	after, _ := s.n.Starts("containerd")

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/realnode"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // nodeCase is one real node: its containerd and the device list strategy that goes with it
@@ -282,7 +282,7 @@ func (s *nodeState) checkToolkit(agentPod, agentCID string) {
 	} else if starts[len(starts)-1].PID == starts[0].PID {
 		t.Errorf("containerd restarted with the same PID %d", starts[0].PID)
 	}
-	st, err := nodefacts.ReadToolkitStatus(s.n.HostPath("/"))
+	st, err := hostfacts.ReadToolkitStatus(s.n.HostPath("/"))
 	if err != nil {
 		t.Fatalf("toolkit status file: %v", err)
 	}

@@ -4,7 +4,7 @@ import "time"
 
 // ToolkitStatus is the record in ToolkitStatusFile: the toolkit stage's verdict on the node,
 // written by `gpu-node-agent toolkit install` (plugin/agent/toolkit) and read by the gate
-// (plugin/nodefacts.ReadHost). Verified is true only after the running containerd showed,
+// (plugin/nodefacts/hostfacts.Read). Verified is true only after the running containerd showed,
 // through its CRI, the drop-in's handlers with the drop-in's settings, so the unprivileged
 // gate can trust it without the containerd socket; otherwise Reason says why the last install
 // did not get there.

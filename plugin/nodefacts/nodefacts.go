@@ -1,16 +1,17 @@
 // Package nodefacts is what the node programs learn about their node, in two snapshot types
 // split at the privilege line, each with one reader:
 //
-//   - Snapshot, from NVML: the driver (driver, CUDA and NVML versions) and each GPU's identity,
-//     model, memory, compute capability, virtualization and MIG mode with its MIG devices. A
-//     program reads it once per period and everything it computes in that period reads the
-//     same one: the feature labels (plugin/agent/labels), the driver validator's NVML view
-//     (plugin/agent/driver), and the exporter's driver and GPU identity labels
-//     (plugin/exporter/collector).
-//   - Host, from host files (ReadHost): the loaded kernel module's version and the toolkit
-//     stage's record. The gate runs unprivileged, without the nvidia runtime, so it reads no
-//     NVML: its reconciler reads Host and the Node once per pass (gate.Facts), and every stage
-//     check, the labels it plans and the GPUStackReady condition judge that one reading.
+//   - Snapshot, from NVML (this package): the driver (driver, CUDA and NVML versions) and each
+//     GPU's identity, model, memory, compute capability, virtualization and MIG mode with its
+//     MIG devices. A program reads it once per period and everything it computes in that
+//     period reads the same one: the feature labels (plugin/agent/labels), the driver
+//     validator's NVML view (plugin/agent/driver), and the exporter's driver and GPU identity
+//     labels (plugin/exporter/collector).
+//   - hostfacts.Facts, from host files (plugin/nodefacts/hostfacts): the loaded kernel
+//     module's version and the toolkit stage's record. The gate runs unprivileged, without the
+//     nvidia runtime, so it reads no NVML: its reconciler reads the host facts and the Node once
+//     per pass (gate.Facts), and every stage check, the labels it plans and the GPUStackReady
+//     condition judge that one reading.
 package nodefacts
 
 import (

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // --cdi-spec reaches the installer: a node without nvidia-ctk keeps the gate closed (exit 1,
@@ -22,7 +22,7 @@ func TestToolkitInstallCDISpecFlag(t *testing.T) {
 		!strings.Contains(out, `"Verified":false`) {
 		t.Fatalf("exit %d: %s %s", code, out, errs)
 	}
-	if st, err := nodefacts.ReadToolkitStatus(root); err != nil || st.Verified || !strings.Contains(st.Reason, "nvidia-ctk is not installed") {
+	if st, err := hostfacts.ReadToolkitStatus(root); err != nil || st.Verified || !strings.Contains(st.Reason, "nvidia-ctk is not installed") {
 		t.Fatalf("status file without a CDI spec: %+v %v", st, err)
 	}
 	code, _, errs = run(append(base, "--nvidia-ctk", "/usr/local/nvidia/toolkit/nvidia-ctk")...)

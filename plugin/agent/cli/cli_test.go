@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 func run(args ...string) (int, string, string) {
@@ -90,7 +90,7 @@ func TestLabelsDryRunWithMock(t *testing.T) {
 
 func TestDriverWithMock(t *testing.T) {
 	root := t.TempDir()
-	p := filepath.Join(root, nodefacts.KernelDriverFile)
+	p := filepath.Join(root, hostfacts.KernelDriverFile)
 	_ = os.MkdirAll(filepath.Dir(p), 0o755)
 	_ = os.WriteFile(p, []byte("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 30 00:00:00 UTC 2025\n"), 0o644)
 	cfg := writeConfig(t, agentYAML)
@@ -150,7 +150,7 @@ func TestToolkitInstallCLI(t *testing.T) {
 	if code, out, errs := run(args...); code != 1 || !strings.Contains(out, `"Verified":false`) || !strings.Contains(errs, want) || !strings.Contains(errs, "--containerd-socket") {
 		t.Fatalf("exit %d: %s %s", code, out, errs)
 	}
-	st, err := nodefacts.ReadToolkitStatus(root)
+	st, err := hostfacts.ReadToolkitStatus(root)
 	if err != nil || st.Verified || !strings.Contains(st.Reason, want) || len(st.Handlers) != 0 {
 		t.Fatalf("%+v %v", st, err)
 	}

@@ -30,7 +30,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib"
 	"github.com/gpupolicy/gpupolicy/plugin/gpulib/gpumock"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 func configFlag(fs *flag.FlagSet) *string {
@@ -63,7 +63,7 @@ func gateFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 				return err
 			}
 			r := &gate.Reconciler{Client: client, Node: *node, Checks: stages.Checks(cfg), Logger: e.log,
-				ReadHost: func() nodefacts.Host { return nodefacts.ReadHost(*hostRoot) }}
+				ReadHost: func() hostfacts.Facts { return hostfacts.Read(*hostRoot) }}
 			if *once {
 				return gateOnce(ctx, r, e)
 			}
@@ -216,7 +216,7 @@ func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			publish = func(ctx context.Context, v driver.Verdict) error { return driver.Publish(ctx, client, *node, v, log) }
 		}
 		check := func(ctx context.Context) (driver.Verdict, error) {
-			found, err := nodefacts.ReadKernelDriver(*hostRoot)
+			found, err := hostfacts.ReadKernelDriver(*hostRoot)
 			if err != nil {
 				return driver.Verdict{Reason: err.Error()}, err
 			}

@@ -18,7 +18,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // The gate with a one-hour interval still follows the node at once: the driver's version file
@@ -34,7 +34,7 @@ func TestGateFollowsEventsNotInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	version := filepath.Join(root, nodefacts.KernelDriverFile)
+	version := filepath.Join(root, hostfacts.KernelDriverFile)
 	if err := os.MkdirAll(filepath.Dir(version), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestGateFollowsEventsNotInterval(t *testing.T) {
 	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: stages.Checks(cfg), Logger: log,
-		ReadHost: func() nodefacts.Host { return nodefacts.ReadHost(root) },
+		ReadHost: func() hostfacts.Facts { return hostfacts.Read(root) },
 		Wake:     gateWatches(ctx, log, cs, "n1", root, filepath.Join(t.TempDir(), "config.yaml"), wake.New(), time.Hour)}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, time.Hour) }()

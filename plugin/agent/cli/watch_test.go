@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // runAsync runs a command line until cancel; the returned channel yields its exit code.
@@ -72,7 +72,7 @@ func TestDriverWatchReadiness(t *testing.T) {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	root := t.TempDir()
-	version := filepath.Join(root, nodefacts.KernelDriverFile)
+	version := filepath.Join(root, hostfacts.KernelDriverFile)
 	_ = os.MkdirAll(filepath.Dir(version), 0o755)
 	setDriver := func(v string) {
 		_ = os.WriteFile(version, []byte("NVRM version: NVIDIA UNIX x86_64 Kernel Module  "+v+"  Tue Sep 30 00:00:00 UTC 2025\n"), 0o644)

@@ -28,7 +28,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/agent/nodeapi"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // Result is one stage check's verdict.
@@ -46,10 +46,10 @@ type Result struct {
 
 // Facts is what one pass knows about the node, read once before its checks run so every
 // check, the labels it plans and the GPUStackReady condition judge the same state: the Node
-// as the pass found it (its pool and MIG labels) and the host files (nodefacts.Host).
+// as the pass found it (its pool and MIG labels) and the host files (hostfacts.Facts).
 type Facts struct {
 	Node *corev1.Node
-	Host nodefacts.Host
+	Host hostfacts.Facts
 }
 
 // CheckFunc verifies one stage on this node from the pass's facts.
@@ -88,9 +88,9 @@ type Reconciler struct {
 	Logger *slog.Logger
 	// Wake, when set, makes Run reconcile at once on an event instead of at the next interval.
 	Wake *wake.Trigger
-	// ReadHost reads the host facts once per pass (nodefacts.ReadHost under --host-root);
+	// ReadHost reads the host facts once per pass (hostfacts.Read under --host-root);
 	// nil leaves Facts.Host empty (checks that read no host files).
-	ReadHost func() nodefacts.Host
+	ReadHost func() hostfacts.Facts
 
 	now func() time.Time // the condition's timestamps; nil is time.Now (tests inject a clock)
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // A node of a pool with its own driver is held to that driver, read from its labels on every
@@ -20,7 +20,7 @@ func TestDriverCheckFollowsThePoolDriver(t *testing.T) {
 	root := t.TempDir()
 	labels := map[string]string{}
 	check := func() bool {
-		f := &gate.Facts{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", Labels: labels}}, Host: nodefacts.ReadHost(root)}
+		f := &gate.Facts{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", Labels: labels}}, Host: hostfacts.Read(root)}
 		for _, c := range Checks(cfg) {
 			if c.Stage == config.StageDriver {
 				return c.Check(f).Ready
@@ -44,7 +44,7 @@ func TestDriverCheckFollowsThePoolDriver(t *testing.T) {
 	// Without pool drivers the driver check reads no Node (nil here).
 	for _, c := range Checks(agentConfig()) {
 		if c.Stage == config.StageDriver {
-			_ = c.Check(&gate.Facts{Host: nodefacts.ReadHost(root)})
+			_ = c.Check(&gate.Facts{Host: hostfacts.Read(root)})
 		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/wake"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // Stage names beyond config's: the entry stage and the stage that keeps disabled gates shut.
@@ -28,7 +28,7 @@ const (
 // Checks returns the stage list of `gpu-node-agent gate` for cfg: the entry, then one check
 // per enabled check of the stage table (config.Gates), in its order, each opening the labels
 // the table assigns to it, and last the disabled stages' labels kept shut. Every check is a
-// function of the pass's facts (gate.Facts: the Node and nodefacts.Host, read once by the
+// function of the pass's facts (gate.Facts: the Node and hostfacts.Facts, read once by the
 // reconciler). A new stage's check is one entry of checkFor.
 func Checks(cfg *config.Agent) []gate.StageCheck {
 	checkFor := map[string]gate.CheckFunc{
@@ -57,7 +57,7 @@ func DriverCheck(cfg *config.Agent) gate.CheckFunc {
 	return func(f *gate.Facts) gate.Result {
 		if err := f.Host.KernelDriverErr; err != nil {
 			res := gate.Result{Reason: err.Error(), ConditionReason: config.ReasonDriverNotReady}
-			if errors.Is(err, nodefacts.ErrNoDriver) {
+			if errors.Is(err, hostfacts.ErrNoDriver) {
 				res.Labels = map[string]string{config.LabelDriverVersion: "", config.LabelDriverDrift: ""}
 				res.ConditionReason = config.ReasonDriverNotLoaded
 			}
@@ -120,12 +120,12 @@ func WatchDirs() []wake.Dir {
 	return []wake.Dir{
 		{Path: filepath.Dir(config.ToolkitStatusFile), Names: []string{filepath.Base(config.ToolkitStatusFile)}, Why: WhyToolkitStatus},
 		{Path: "/dev", Names: []string{"nvidia*"}, Why: WhyDeviceNodes},
-		{Path: filepath.Dir(nodefacts.KernelDriverFile), Names: []string{filepath.Base(nodefacts.KernelDriverFile)}, Why: WhyDriverVersion},
+		{Path: filepath.Dir(hostfacts.KernelDriverFile), Names: []string{filepath.Base(hostfacts.KernelDriverFile)}, Why: WhyDriverVersion},
 	}
 }
 
 // DriverEvents pokes t when the NVIDIA kernel modules are loaded or unloaded, until ctx ends:
-// the kernel's module uevents. procfs makes nodefacts.KernelDriverFile on each read and never
+// the kernel's module uevents. procfs makes hostfacts.KernelDriverFile on each read and never
 // reports it to inotify, and an upgrade in place changes the version without new device nodes
 // (nvidia-modprobe may make those only when a program opens the GPU), but every driver change
 // is an unload and a load of the nvidia module, which the kernel announces. Without the
@@ -134,11 +134,11 @@ func WatchDirs() []wake.Dir {
 func DriverEvents(ctx context.Context, log *slog.Logger, t *wake.Trigger, hostRoot string) {
 	if err := t.Uevents(ctx, log, wake.Module("nvidia"), WhyDriverModule); err != nil {
 		log.Warn("driver loads and unloads are found by polling the version file", "error", err, "period", DriverPollPeriod.String())
-		go t.PollFile(ctx, hostRoot, nodefacts.KernelDriverFile, DriverPollPeriod, WhyDriverVersion)
+		go t.PollFile(ctx, hostRoot, hostfacts.KernelDriverFile, DriverPollPeriod, WhyDriverVersion)
 	}
 }
 
-// DriverPollPeriod is how often nodefacts.KernelDriverFile is re-read when the kernel's uevents
+// DriverPollPeriod is how often hostfacts.KernelDriverFile is re-read when the kernel's uevents
 // cannot be received: reading a 100-byte kernel file every 2s is the cheap bound then.
 const DriverPollPeriod = 2 * time.Second
 

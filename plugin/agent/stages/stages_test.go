@@ -18,7 +18,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/agent/gate"
 	"github.com/gpupolicy/gpupolicy/plugin/agent/toolkit"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 const sha = "8d32d3c0925e245d5953ad43921355a74d29789c2359fc6a101fd0d723c186e1"
@@ -34,7 +34,7 @@ func agentConfig() *config.Agent {
 
 func writeDriver(t *testing.T, root, version string) {
 	t.Helper()
-	p := filepath.Join(root, nodefacts.KernelDriverFile)
+	p := filepath.Join(root, hostfacts.KernelDriverFile)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestStagesThroughGate(t *testing.T) {
 	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1",
 		Labels: map[string]string{config.LabelDeployExporter: "true"}}})
 	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: Checks(agentConfig()),
-		ReadHost: func() nodefacts.Host { return nodefacts.ReadHost(root) },
+		ReadHost: func() hostfacts.Facts { return hostfacts.Read(root) },
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil))}
 	labels := func() map[string]string {
 		if _, err := r.Reconcile(ctx); err != nil {
@@ -103,7 +103,7 @@ func TestStagesThroughGate(t *testing.T) {
 	if l = labels(); l[config.LabelToolkitReady] != "" {
 		t.Fatalf("unverified status opened the toolkit gate: %v", l)
 	}
-	if res := ToolkitCheck(agentConfig())(&gate.Facts{Host: nodefacts.ReadHost(root)}); res.Ready || res.Reason != "toolkit install failed: containerd refused the drop-in: boom" {
+	if res := ToolkitCheck(agentConfig())(&gate.Facts{Host: hostfacts.Read(root)}); res.Ready || res.Reason != "toolkit install failed: containerd refused the drop-in: boom" {
 		t.Fatalf("failed status: %+v", res)
 	}
 	if c := condition(); c != "False "+config.ReasonToolkitInstallFailed {
@@ -210,7 +210,7 @@ func TestOnePassReadsTheNodeOnce(t *testing.T) {
 		MIG:    &config.AgentMIG{Layout: "balanced", Layouts: []string{"balanced"}, ConfigFile: "training.yaml"}}}
 	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"pool": "training"}}})
 	r := &gate.Reconciler{Client: cs, Node: "n1", Checks: Checks(cfg),
-		ReadHost: func() nodefacts.Host { return nodefacts.ReadHost(root) },
+		ReadHost: func() hostfacts.Facts { return hostfacts.Read(root) },
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil))}
 	status, err := r.Reconcile(ctx)
 	if err != nil {

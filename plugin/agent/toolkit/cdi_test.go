@@ -14,7 +14,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // fakeCTK stands in for the node's nvidia-ctk inside the chroot: it records its arguments and
@@ -245,7 +245,7 @@ func TestCDISpecFailures(t *testing.T) {
 			if err != nil || res.Verified || !strings.Contains(res.Reason, c.reason) || !strings.Contains(res.Reason, config.CDISpecFile) {
 				t.Fatalf("want not verified with %q, got %+v %v", c.reason, res, err)
 			}
-			if st, err := nodefacts.ReadToolkitStatus(root); err != nil || st.Verified || st.Reason != res.Reason {
+			if st, err := hostfacts.ReadToolkitStatus(root); err != nil || st.Verified || st.Reason != res.Reason {
 				t.Fatalf("status file does not record the failure: %+v %v", st, err)
 			}
 			if got := string(must(os.ReadFile(filepath.Join(root, config.CDISpecFile)))); got != good {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/gpupolicy/gpupolicy/internal/peer"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // The toolkit stage against a real, supervised containerd of each supported major, in a
@@ -205,7 +205,7 @@ func testCRIVerify(t *testing.T, bin, version, node, dropIn string) {
 // gate shows it as its Reason.
 func assertRecorded(t *testing.T, source, reason string) {
 	t.Helper()
-	st, err := nodefacts.ReadToolkitStatus("/")
+	st, err := hostfacts.ReadToolkitStatus("/")
 	if err != nil || st.Verified || st.Reason != reason || len(st.Handlers) != 0 || st.DropInSHA256 != sha(must(os.ReadFile(source))) {
 		t.Fatalf("status %+v (%v), want not verified with %q", st, err, reason)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // Contract defaults (spec.containerRuntime); host paths, read under HostRoot.
@@ -284,7 +284,7 @@ func (in *Installer) install(ctx context.Context, failure **Status) (Result, err
 	}
 	sum := sha256.Sum256(want)
 	st := Status{DropInSHA256: r.sha256, InstalledSHA256: hex.EncodeToString(sum[:]), ContainerdVersion: v.String()}
-	prev, _ := nodefacts.ReadToolkitStatus(in.HostRoot)
+	prev, _ := hostfacts.ReadToolkitStatus(in.HostRoot)
 	view, stale, criErr := in.runningView(ctx, r, v, nil)
 	// Restart when containerd runs other settings than the drop-in's: the bytes changed now,
 	// or a previous run wrote them and died before the restart. Not again for bytes a restart

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 const criV2 = "io.containerd.grpc.v1.cri"
@@ -82,7 +82,7 @@ func TestInstallRealContainerdV2(t *testing.T) {
 	if len(backups) != 1 || string(must(os.ReadFile(backups[0]))) != string(orig) {
 		t.Fatalf("backup of the main config: %v", backups)
 	}
-	st, err := nodefacts.ReadToolkitStatus("/")
+	st, err := hostfacts.ReadToolkitStatus("/")
 	if err != nil || st.Verified || len(st.Handlers) != 0 || st.Reason != res.Reason || st.DropInSHA256 != sha(must(os.ReadFile(testdata(t, "dropin-v2.toml")))) {
 		t.Fatalf("status %+v (%v)", st, err)
 	}
@@ -125,7 +125,7 @@ func TestInstallRealContainerdV2(t *testing.T) {
 	if dig(d, "plugins", criV2, "containerd", "runtimes", "nvidia") != nil || dig(d, "plugins", criV2, "sandbox_image") != "registry.example/pause:3.9" {
 		t.Fatal("after uninstall: nvidia still present or node settings lost")
 	}
-	if _, err := nodefacts.ReadToolkitStatus("/"); err != nodefacts.ErrNoToolkitStatus {
+	if _, err := hostfacts.ReadToolkitStatus("/"); err != hostfacts.ErrNoToolkitStatus {
 		t.Fatalf("status after uninstall: %v", err)
 	}
 }
@@ -247,7 +247,7 @@ func TestInstallRealContainerdPreflight(t *testing.T) {
 	if err == nil || !contains(err.Error(), "containerd refused the drop-in") || !contains(err.Error(), "nothing was written") {
 		t.Fatalf("want a preflight refusal, got %v", err)
 	}
-	if st, serr := nodefacts.ReadToolkitStatus("/"); serr != nil || st.Verified || st.Reason != err.Error() {
+	if st, serr := hostfacts.ReadToolkitStatus("/"); serr != nil || st.Verified || st.Reason != err.Error() {
 		t.Fatalf("status does not record the refusal: %+v %v", st, serr)
 	}
 	if string(must(os.ReadFile(DefaultConfigPath))) != before {

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // flatcarTarget is where Flatcar keeps containerd's config; /etc/containerd/config.toml is an
@@ -203,7 +203,7 @@ func TestInstallThroughLinks(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(root, status)); err != nil {
 				t.Fatalf("status file not at %s: %v", status, err)
 			}
-			if _, err := nodefacts.ReadToolkitStatus(root); err != nil {
+			if _, err := hostfacts.ReadToolkitStatus(root); err != nil {
 				t.Fatalf("status through the link: %v", err)
 			}
 			if removed, err := in.Uninstall(context.Background()); err != nil || !removed {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // Status is the toolkit stage's record on the node; its schema is the contract's.
@@ -44,7 +44,7 @@ func evidence(view criView) string {
 // not rewritten every --watch interval).
 func (in *Installer) writeStatus(st Status) error {
 	st.Time = time.Now().UTC().Truncate(time.Second)
-	if old, err := nodefacts.ReadToolkitStatus(in.HostRoot); err == nil && sameVerdict(old, st) {
+	if old, err := hostfacts.ReadToolkitStatus(in.HostRoot); err == nil && sameVerdict(old, st) {
 		return nil
 	}
 	return WriteStatus(in.HostRoot, st)

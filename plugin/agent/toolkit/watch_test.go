@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpupolicy/gpupolicy/plugin/nodefacts"
+	"github.com/gpupolicy/gpupolicy/plugin/nodefacts/hostfacts"
 )
 
 // --watch under restart-mode none against a real, supervised containerd 1.6: the install is
@@ -63,7 +63,7 @@ func TestWatchSeesManualRestart(t *testing.T) {
 
 	d.restart()
 	waitFor("verified after the manual restart", func(r Result) bool { return r.Verified })
-	st, err := nodefacts.ReadToolkitStatus("/")
+	st, err := hostfacts.ReadToolkitStatus("/")
 	if err != nil || !st.Verified {
 		t.Fatalf("status after the restart: %+v %v", st, err)
 	}

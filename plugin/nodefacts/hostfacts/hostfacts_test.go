@@ -1,4 +1,4 @@
-package nodefacts
+package hostfacts
 
 import (
 	"errors"
@@ -70,10 +70,10 @@ func TestReadKernelDriverThroughLink(t *testing.T) {
 }
 
 // The toolkit record round-trips through its file, an absent file is ErrNoToolkitStatus and a
-// corrupt one names the file and the fix; ReadHost carries each fact's error, not the first.
-func TestReadHost(t *testing.T) {
+// corrupt one names the file and the fix; Read carries each fact's error, not the first.
+func TestRead(t *testing.T) {
 	root := t.TempDir()
-	h := ReadHost(root)
+	h := Read(root)
 	if !errors.Is(h.KernelDriverErr, ErrNoDriver) || !errors.Is(h.ToolkitErr, ErrNoToolkitStatus) {
 		t.Fatalf("empty host: %+v", h)
 	}
@@ -84,7 +84,7 @@ func TestReadHost(t *testing.T) {
 	if err := os.WriteFile(p, []byte(`{"verified":true,"handlers":["nvidia"],"dropInSHA256":"ab","containerdVersion":"2.1.9","time":"2026-12-06T07:00:00Z"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h = ReadHost(root)
+	h = Read(root)
 	want := config.ToolkitStatus{Verified: true, Handlers: []string{"nvidia"}, DropInSHA256: "ab", ContainerdVersion: "2.1.9", Time: time.Date(2026, 12, 6, 7, 0, 0, 0, time.UTC)}
 	if h.ToolkitErr != nil || h.Toolkit.DropInSHA256 != want.DropInSHA256 || !h.Toolkit.Time.Equal(want.Time) || !h.Toolkit.Verified || h.Toolkit.Handlers[0] != "nvidia" {
 		t.Fatalf("toolkit: %+v %v", h.Toolkit, h.ToolkitErr)

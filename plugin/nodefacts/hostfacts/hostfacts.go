@@ -1,4 +1,9 @@
-package nodefacts
+// Package hostfacts reads the node facts that live in host files: the loaded NVIDIA kernel
+// module's version and the toolkit stage's record (config.ToolkitStatusFile). It links no NVML
+// on purpose: the unprivileged gate reads it, and so do test binaries that link Go's plugin
+// package (through kustomize), which the linker marks BIND_NOW; go-nvml's symbols, resolved
+// only when libnvidia-ml.so.1 is opened, would abort such a binary at start-up.
+package hostfacts
 
 import (
 	"encoding/json"
@@ -25,20 +30,20 @@ var ErrNoToolkitStatus = errors.New("no toolkit status file: `gpu-node-agent too
 // module's "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build ...".
 var kernelVersionRE = regexp.MustCompile(`NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s`)
 
-// Host is one reading of the host files the gate judges a node by: the loaded kernel
+// Facts is one reading of the host files the gate judges a node by: the loaded kernel
 // module's driver version and the toolkit stage's record. They need no NVML, so the gate
 // stays unprivileged and runs before the toolkit exists. A fact that could not be read holds
 // its error instead (ErrNoDriver, ErrNoToolkitStatus when the file is absent).
-type Host struct {
+type Facts struct {
 	KernelDriver    string // "580.95.05"
 	KernelDriverErr error
 	Toolkit         config.ToolkitStatus
 	ToolkitErr      error
 }
 
-// ReadHost reads the host facts under hostRoot.
-func ReadHost(hostRoot string) Host {
-	var h Host
+// Read reads the host facts under hostRoot.
+func Read(hostRoot string) Facts {
+	var h Facts
 	h.KernelDriver, h.KernelDriverErr = ReadKernelDriver(hostRoot)
 	h.Toolkit, h.ToolkitErr = ReadToolkitStatus(hostRoot)
 	return h
