@@ -40,6 +40,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		fmt.Fprintln(stdout, version.Version)
 		return 0
 	}
+	if args[0] == "import" { // the one command that reads stdin
+		return Import(ctx, args[1:], stdin, stdout, stderr)
+	}
 	if c, ok := commands[args[0]]; ok {
 		return c(ctx, args[1:], stdout, stderr)
 	}
