@@ -23,7 +23,7 @@ export KUSTOMIZE YQ AJV
 BINARIES := gpupolicy-fn gpu-device-plugin gpu-exporter gpu-node-agent
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0)
 
-.PHONY: all build fn image render tools host-deps containerd2 nvidia-ctk toolkit-peers gfd-labels test unit stress lint check-rendered update-rendered generate fuzz e2e bench clean help
+.PHONY: all build fn image render tools host-deps containerd2 nvidia-ctk toolkit-peers gfd-labels helm test unit stress lint check-rendered update-rendered generate fuzz e2e bench clean help
 
 all: build
 
@@ -124,6 +124,17 @@ export GPUPOLICY_GFD_LABELS_BIN := $(GFD_LABELS)
 gfd-labels: ## build gpu-feature-discovery's labelers $(GFD_VERSION) over the NVML mock into $(CACHE)/peers (test peer)
 	@GPUPOLICY_CACHE=$(CACHE) GFD_VERSION=$(GFD_VERSION) hack/peers/gfd-labels/build.sh $(GFD_LABELS)
 
+# helm, the peer of the import test over the gpu-operator chart's default values (fn/importer):
+# `helm template` renders the chart's ClusterPolicy as a user pipes it into import. Installed
+# with go install, cached keyed by version (about a minute and a half cold).
+HELM_VERSION ?= v4.3.2
+HELM ?= $(CACHE)/peers/helm-$(HELM_VERSION)/helm
+export GPUPOLICY_HELM_BIN := $(HELM)
+helm: $(HELM) ## build helm $(HELM_VERSION) into $(CACHE)/peers (test peer of import)
+$(HELM):
+	@echo "peers: building helm $(HELM_VERSION) into $(dir $@) (first run only, about a minute and a half)" >&2
+	@GOBIN=$(dir $@) GOFLAGS= $(GO) install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+
 # Only what render needs: the function and kustomize. Built static (CGO_ENABLED=0), as the image
 # builds it: a dynamically linked gpupolicy-fn pays the loader and libc's start on every call,
 # about 1.5 ms and 1.6 MiB of a KRM call's ~10 ms (BENCHMARKS.md, issue 18).
@@ -136,7 +147,7 @@ render: fn $(KUSTOMIZE) ## the main job: render examples/kustomize through real 
 	@echo "render: kustomize build examples/kustomize (runs bin/gpupolicy-fn as an exec function)" >&2
 	@$(KUSTOMIZE) build --enable-alpha-plugins --enable-exec examples/kustomize
 
-unit: build tools host-deps containerd2 $(NVIDIA_CTK) toolkit-peers gfd-labels ## unit and integration tests of the main module (real containerd 1.6 and the built 2.1.9 daemons)
+unit: build tools host-deps containerd2 $(NVIDIA_CTK) toolkit-peers gfd-labels $(HELM) ## unit and integration tests of the main module (real containerd 1.6 and the built 2.1.9 daemons)
 	$(GO) test -count=1 ./...
 
 # The unit and integration tests on a machine whose cores are all busy: one busy loop per core
@@ -145,7 +156,7 @@ unit: build tools host-deps containerd2 $(NVIDIA_CTK) toolkit-peers gfd-labels #
 # `make test`: run it before landing a change to anything timing-sensitive.
 STRESS_COUNT ?= 5
 STRESS_HOGS  ?= $(shell nproc)
-stress: build tools host-deps containerd2 $(NVIDIA_CTK) toolkit-peers gfd-labels ## unit/integration tests -count=$(STRESS_COUNT) with every core kept busy by a CPU hog (not in make test)
+stress: build tools host-deps containerd2 $(NVIDIA_CTK) toolkit-peers gfd-labels $(HELM) ## unit/integration tests -count=$(STRESS_COUNT) with every core kept busy by a CPU hog (not in make test)
 	@hogs=""; trap 'kill $$hogs 2>/dev/null' EXIT; \
 	for i in $$(seq $(STRESS_HOGS)); do bash -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
 	echo "stress: $(STRESS_HOGS) CPU hogs (pids$$hogs); go test -count=$(STRESS_COUNT) ./..."; \

@@ -91,6 +91,19 @@ func (c restCluster) Get(ctx context.Context, gvr schema.GroupVersionResource, n
 	return u, nil
 }
 
+// List lists the objects of a cluster-scoped kind.
+func (c restCluster) List(ctx context.Context, gvr schema.GroupVersionResource) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	body, err := c.client.Get(ctx, discoveryPath(gvr.GroupVersion())+"/"+gvr.Resource, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := list.UnmarshalJSON(body); err != nil {
+		return nil, fmt.Errorf("decoding the API server's list of %s: %w", gvr.Resource, err)
+	}
+	return list.Items, nil
+}
+
 func (c restCluster) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
 	if err := c.get(ctx, "/api/v1/namespaces/"+namespace+"/configmaps/"+name, nil, cm); err != nil {

@@ -27,6 +27,9 @@ type Expected struct {
 // NotFound *apierrors.StatusError when it does not exist.
 type Objects interface {
 	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
+	// List lists the objects of a cluster-scoped kind, with a NotFound error when the cluster
+	// does not serve it (the GPU Operator's ClusterPolicy).
+	List(ctx context.Context, gvr schema.GroupVersionResource) ([]unstructured.Unstructured, error)
 }
 
 // Input is what a diagnosis reads. Everything is read-only.
@@ -92,6 +95,9 @@ func Diagnose(ctx context.Context, in Input) (*Report, error) {
 		}
 	}
 	if err := s.diagnoseNodes(); err != nil {
+		return nil, err
+	}
+	if err := s.diagnoseOperator(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.diagnosePods(ctx); err != nil {

@@ -97,6 +97,10 @@ func TestNodeDiagnoses(t *testing.T) {
 			check: "gate", gate: GateStateClosed},
 		{name: "node-runtimeclass-mismatch", node: gpuNode("gpu-a"),
 			extra: objects(runtimeClass("nvidia", map[string]string{"nvidia.com/gpu.runtime": "nvidia"})), check: "runtimeclass", gate: GateStateOpen},
+		{name: "node-gpu-operator", node: gpuNode("gpu-a", withLabel(config.LabelOperatorValidator, "true"), withLabel(config.LabelDeployPrefix+"dcgm", "true"),
+			withStackCondition("False", config.ReasonGPUOperatorManaged, "the GPU Operator manages this node")), check: "gpu-operator", gate: GateStateOpen},
+		{name: "node-gpu-operator-handed-over", node: gpuNode("gpu-a", withLabel(config.LabelOperatorValidator, "true"), withLabel(config.LabelOperatorOperands, "false")),
+			warning: "gpu-operator-labels", gate: GateStateOpen},
 		{name: "node-runtimeclass-unguarded", node: gpuNode("gpu-a", toolkitBroken),
 			extra: objects(runtimeClass("nvidia", nil)), check: "gate", gate: GateStateClosed, warning: ""},
 	}

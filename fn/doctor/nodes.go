@@ -90,6 +90,12 @@ func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
 			r.Findings = append(r.Findings, optOutFinding(n.Name, g))
 		}
 	}
+	operator, held := operatorNodeFinding(n, onNode)
+	if held {
+		// First: while the operator manages the node its gates are the operator's, and the
+		// agent's verdicts (none written) explain nothing.
+		r.Findings = append(r.Findings, operator)
+	}
 	if !r.KubeletReady {
 		add(SeverityError, "node-not-ready", "the kubelet is not Ready", "kubectl describe node "+n.Name+" (conditions and events), then the kubelet's logs on the node")
 	}
@@ -114,7 +120,7 @@ func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
 		// Before the gate finding: the MIG step is why the downstream gates are closed.
 		r.Findings = append(r.Findings, f)
 	}
-	if g, ok := firstClosed(r.Gates); ok {
+	if g, ok := firstClosed(r.Gates); ok && operator.Check != "gpu-operator" {
 		add(SeverityError, "gate", fmt.Sprintf("%s is closed%s", g.Label, reasonSuffix(g.Reason)), s.gateFix(g, n, onNode))
 	}
 	s.gpuFindings(&r, onNode, add)

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gpupolicy/gpupolicy/fn/doctor/doctortest"
@@ -82,7 +81,7 @@ func TestObjectsAgainstPolicy(t *testing.T) {
 	exp, live := driftedCluster(t)
 	client := fake.NewClientset(gpuNode("gpu-a"), policyRuntimeClass())
 	client.Resources = servedAPIs
-	in := Input{Cluster: doctortest.FromClientset(client), Objects: doctortest.FromDynamic(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...)), Expected: exp}
+	in := Input{Cluster: doctortest.FromClientset(client), Objects: doctortest.FakeDynamic(live...), Expected: exp}
 	r := diagnoseCase(t, "objects-against-policy", in, nil)
 
 	if r.Expectations.Source != "policy testdata/rendered" || r.Expectations.DriverVersion != testDriver {

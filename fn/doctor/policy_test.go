@@ -14,7 +14,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -56,7 +55,7 @@ func TestPolicyFile(t *testing.T) {
 	for _, monitoring := range []bool{true, false} {
 		client := fake.NewClientset(gpuNode("gpu-a"), policyRuntimeClass())
 		client.Resources = fullAPIs(monitoring)
-		in := Input{Cluster: doctortest.FromClientset(client), Objects: doctortest.FromDynamic(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...)), Expected: exp}
+		in := Input{Cluster: doctortest.FromClientset(client), Objects: doctortest.FakeDynamic(live...), Expected: exp}
 		r, err := Diagnose(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/cli"
 	"github.com/gpupolicy/gpupolicy/fn/pipeline"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
+	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -35,11 +36,13 @@ func runImport(t *testing.T, stdin string, args ...string) (code int, stdout, st
 	return code, o.String(), e.String()
 }
 
+// versions are the facts a ClusterPolicy alone cannot say, given as flags.
+var versions = []string{"--kubernetes-version", "1.34", "--containerd-version", "2.1", "--driver-version", "580.95.05", "--cuda-version", "12.8"}
+
 // Each case's policy and report are golden; the policy validates and renders (import checks
 // that before it prints, and so does this test, through the same pipeline as render).
 func TestImportGolden(t *testing.T) {
 	op := operatorModule(t)
-	versions := []string{"--kubernetes-version", "1.34", "--containerd-version", "2.1", "--driver-version", "580.95.05", "--cuda-version", "12.8"}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -51,33 +54,55 @@ func TestImportGolden(t *testing.T) {
 		{"preinstalled", []string{"-f", "testdata/preinstalled.yaml", "-f", "testdata/nodes.yaml"}},
 		{"nvidiadriver", []string{"-f", "testdata/nvidiadriver.yaml", "-f", "testdata/nodes.yaml", "--name", "fleet-a", "--gitops", "flux"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := runImport(t, "", tc.args...)
-			if code != 0 {
-				t.Fatalf("exit %d\n%s", code, stderr)
-			}
-			if _, objs, res := pipeline.Load([]byte(stdout), validate.Options{}); res.HasErrors() || len(objs) == 0 {
-				t.Fatalf("the imported policy does not render:\n%s\n%s", res.Text("import"), stdout)
-			}
-			got := "# stdout\n" + stdout + "# stderr\n" + strings.ReplaceAll(stderr, op, "<gpu-operator>")
-			golden := filepath.Join("testdata", tc.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./fn/importer -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("import differs from %s (go test ./fn/importer -update rewrites it):\n%s", golden, got)
-			}
-			// Deterministic: the same input gives the same bytes.
-			if _, again, _ := runImport(t, "", tc.args...); again != stdout {
-				t.Error("a second import differs")
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkImport(t, tc.name, op, "", tc.args) })
+	}
+}
+
+// The gpu-operator chart's default values, rendered by the real helm exactly as the README and
+// import --help tell a user to, piped into import on stdin.
+func TestImportChartDefaults(t *testing.T) {
+	helm := peer.Helm(t)
+	op := operatorModule(t)
+	cmd := exec.Command(helm, "template", "gpu-operator", filepath.Join(op, "deployments", "gpu-operator"),
+		"--namespace", "gpu-operator", "--show-only", "templates/clusterpolicy.yaml")
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	rendered, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, errb.String())
+	}
+	// The driver version is the chart's own (a container driver's image tag): no --driver-version.
+	checkImport(t, "chart-defaults", op, string(rendered), []string{"-f", "-", "--kubernetes-version", "1.34", "--containerd-version", "2.1", "--cuda-version", "12.8"})
+}
+
+// checkImport runs import and compares its output with testdata/<name>.golden (module paths
+// shown as <gpu-operator>); the policy must render, and a second run give the same bytes.
+func checkImport(t *testing.T, name, op, stdin string, args []string) {
+	t.Helper()
+	code, stdout, stderr := runImport(t, stdin, args...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if _, objs, res := pipeline.Load([]byte(stdout), validate.Options{}); res.HasErrors() || len(objs) == 0 {
+		t.Fatalf("the imported policy does not render:\n%s\n%s", res.Text("import"), stdout)
+	}
+	got := "# stdout\n" + stdout + "# stderr\n" + strings.ReplaceAll(stderr, op, "<gpu-operator>")
+	golden := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./fn/importer -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("import differs from %s (go test ./fn/importer -update rewrites it):\n%s", golden, got)
+	}
+	if _, again, _ := runImport(t, stdin, args...); again != stdout {
+		t.Error("a second import differs")
 	}
 }
 
@@ -86,7 +111,6 @@ func TestImportRefusals(t *testing.T) {
 	cp := func(spec string) string {
 		return "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: cp\nspec:\n" + spec
 	}
-	versions := []string{"--kubernetes-version", "1.34", "--containerd-version", "2.1", "--driver-version", "580.95.05", "--cuda-version", "12.8"}
 	for _, tc := range []struct {
 		name, stdin string
 		args        []string

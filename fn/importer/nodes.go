@@ -61,11 +61,10 @@ func (m *mapper) versions(in *Input, opts Options) {
 		case *f.out != "":
 			continue // the operator's objects said it (a container driver's version)
 		}
-		var values, from []string
+		var values []string
 		for _, n := range nodes {
 			if v := f.read(n); v != "" {
 				values = append(values, v)
-				from = append(from, n.Name)
 			}
 		}
 		if len(values) == 0 {

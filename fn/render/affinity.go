@@ -33,7 +33,11 @@ type placement struct {
 func (c *plan) nodeAffinity(pl placement) (*corev1.Affinity, error) {
 	base := matchIn(c.p.Spec.NodeSelector)
 	if pl.gate != "" {
-		base = append(base, corev1.NodeSelectorRequirement{Key: pl.gate, Operator: corev1.NodeSelectorOpIn, Values: []string{config.GateOpen}})
+		// The GPU Operator sets the same gate labels on the nodes it manages: a gated stage
+		// stays off them until they are handed over (plugin/config.Operator).
+		base = append(base,
+			corev1.NodeSelectorRequirement{Key: pl.gate, Operator: corev1.NodeSelectorOpIn, Values: []string{config.GateOpen}},
+			corev1.NodeSelectorRequirement{Key: config.LabelOperatorValidator, Operator: corev1.NodeSelectorOpDoesNotExist})
 	}
 	base = append(base, matchIn(pl.pool)...)
 	terms := []corev1.NodeSelectorTerm{{MatchExpressions: base}}

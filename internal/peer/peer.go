@@ -88,6 +88,13 @@ func ToolkitPeers(t testing.TB) string {
 		"NVIDIA's toolkit programs are not built: run `make toolkit-peers` (hack/peers/toolkit/build.sh), or set GPUPOLICY_TOOLKIT_PEERS to their directory")
 }
 
+// Helm is helm v4.3.2 (`make helm`), which renders the gpu-operator chart for the import test.
+func Helm(t testing.TB) string {
+	t.Helper()
+	return Bin(t, "GPUPOLICY_HELM_BIN", "peers/helm-v4.3.2/helm",
+		"helm v4.3.2 is not built: run `make helm`, or set GPUPOLICY_HELM_BIN")
+}
+
 // GFDLabels is gpu-feature-discovery v0.17.4's own labelers over the NVML mock (`make
 // gfd-labels`, hack/peers/gfd-labels).
 func GFDLabels(t testing.TB) string {

@@ -15,8 +15,10 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -100,6 +102,25 @@ type Dynamic struct {
 
 // FromDynamic returns the doctor.Objects that reads through client.
 func FromDynamic(client dynamic.Interface) *Dynamic { return &Dynamic{client: client} }
+
+// FakeDynamic returns the doctor.Objects over client-go's fake dynamic client holding objs,
+// with the list kinds doctor lists that no scheme here registers (the GPU Operator's
+// ClusterPolicy), so a fake cluster without them lists none instead of panicking.
+func FakeDynamic(objs ...runtime.Object) *Dynamic {
+	return FromDynamic(dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{
+			{Group: "nvidia.com", Version: "v1", Resource: "clusterpolicies"}: "ClusterPolicyList",
+		}, objs...))
+}
+
+// List lists the objects of a cluster-scoped kind.
+func (d *Dynamic) List(ctx context.Context, gvr schema.GroupVersionResource) ([]unstructured.Unstructured, error) {
+	list, err := d.client.Resource(gvr).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
 
 // Get reads one object; namespace "" for cluster-scoped ones.
 func (d *Dynamic) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {

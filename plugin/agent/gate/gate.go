@@ -141,6 +141,9 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Status, error) {
 	if facts.Node, err = nodeapi.Get(ctx, r.Client, r.Node); err != nil {
 		return nil, err
 	}
+	if state, why := config.Operator(facts.Node.Labels); state == config.OperatorManaged {
+		return r.hold(ctx, log, facts.Node, why)
+	}
 	if r.ReadHost != nil {
 		facts.Host = r.ReadHost()
 	}
@@ -171,8 +174,31 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Status, error) {
 	}
 	r.logChanges(log, before, node)
 	r.postTransitions(ctx, log, before, node, status)
-	if err := r.setCondition(ctx, log, node, results); err != nil {
+	cond, reason, message := r.condition(node, results)
+	if _, err := r.setCondition(ctx, log, node, cond, reason, message); err != nil {
 		return status, err
+	}
+	return status, nil
+}
+
+// hold is a pass on a node the GPU Operator still manages: its gpu.deploy labels are the
+// operator's, so the pass changes no label or annotation (opening one would start gpupolicy's
+// DaemonSets beside the operator's, closing one would take the operator's away) and only says
+// so, in the GPUStackReady condition and an Event when the hold begins.
+func (r *Reconciler) hold(ctx context.Context, log *slog.Logger, node *corev1.Node, why string) (Status, error) {
+	status := Status{}
+	for _, c := range r.Checks {
+		status[c.Stage] = StageStatus{Reason: "held: " + why}
+	}
+	changed, err := r.setCondition(ctx, log, node, corev1.ConditionFalse, config.ReasonGPUOperatorManaged, bound(why))
+	if err != nil {
+		return status, err
+	}
+	if changed {
+		log.Info("holding the node for the GPU Operator", "reason", why)
+		if err := nodeapi.Event(ctx, r.Client, node, "gpu-node-agent", corev1.EventTypeNormal, config.ReasonGPUOperatorManaged, why); err != nil {
+			log.Warn("could not post event", "error", err)
+		}
 	}
 	return status, nil
 }
@@ -207,13 +233,13 @@ func (r *Reconciler) condition(node *corev1.Node, results []Result) (corev1.Cond
 }
 
 // setCondition writes the GPUStackReady condition only when its status, reason or message
-// changed, so a settled fleet costs the API server no status write per interval.
-// lastTransitionTime moves only when the status flips; lastHeartbeatTime is the last write.
-func (r *Reconciler) setCondition(ctx context.Context, log *slog.Logger, node *corev1.Node, results []Result) error {
-	status, reason, message := r.condition(node, results)
+// changed (and says whether it did), so a settled fleet costs the API server no status write
+// per interval. lastTransitionTime moves only when the status flips; lastHeartbeatTime is the
+// last write.
+func (r *Reconciler) setCondition(ctx context.Context, log *slog.Logger, node *corev1.Node, status corev1.ConditionStatus, reason, message string) (bool, error) {
 	cur := nodeapi.FindCondition(node, config.ConditionGPUStackReady)
 	if cur != nil && cur.Status == status && cur.Reason == reason && cur.Message == message {
-		return nil
+		return false, nil
 	}
 	clock := r.now
 	if clock == nil {
@@ -228,10 +254,10 @@ func (r *Reconciler) setCondition(ctx context.Context, log *slog.Logger, node *c
 		cond.LastTransitionTime = cur.LastTransitionTime
 	}
 	if _, err := nodeapi.SetCondition(ctx, r.Client, r.Node, cond); err != nil {
-		return err
+		return false, err
 	}
 	log.Info("condition changed", "condition", config.ConditionGPUStackReady, "status", status, "reason", reason)
-	return nil
+	return true, nil
 }
 
 // camel turns a stage name ("container-toolkit") into a condition reason prefix
@@ -270,6 +296,17 @@ func (r *Reconciler) plan(node *corev1.Node, results []Result, statusJSON string
 		}
 	}
 	var steps []nodeapi.Change
+	if state, _ := config.Operator(labels); state == config.OperatorHandedOver {
+		// Handed over: the operator's own labels go first; its labels that are our gates stay
+		// and are converged below like any other (adopted).
+		drop := map[string]*string{}
+		for _, l := range config.OperatorOnlyLabels {
+			if _, ok := labels[l]; ok {
+				drop[l] = nil
+			}
+		}
+		steps = append(steps, nodeapi.Change{Labels: drop})
+	}
 	for i := len(r.Checks) - 1; i >= 0; i-- {
 		opens := r.Checks[i].Opens
 		for j := len(opens) - 1; j >= 0; j-- {
@@ -301,6 +338,13 @@ func (r *Reconciler) plan(node *corev1.Node, results []Result, statusJSON string
 }
 
 func (r *Reconciler) logChanges(log *slog.Logger, before, after *corev1.Node) {
+	for _, l := range config.OperatorOnlyLabels {
+		if _, had := before.Labels[l]; had {
+			if _, has := after.Labels[l]; !has {
+				log.Info("GPU Operator label removed: the node was handed over", "label", l)
+			}
+		}
+	}
 	for _, c := range r.Checks {
 		for _, l := range c.Opens {
 			old, hadOld := before.Labels[l]

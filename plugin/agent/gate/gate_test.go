@@ -447,3 +447,79 @@ func TestSetConditionRefusesOtherTypes(t *testing.T) {
 		t.Fatalf("patched %q", p)
 	}
 }
+
+// A node the GPU Operator manages is held: no label or annotation is written (its gates are
+// the operator's), the condition and one Event say why. Handed over with the operator's own
+// switch, the next pass removes the operator-only labels and adopts the gates it shares with
+// the operator, setting each to its own verdict.
+func TestHoldsOperatorNodesUntilHandedOver(t *testing.T) {
+	ctx := context.Background()
+	operator := map[string]string{
+		config.LabelGPUPresent:                            "true",
+		config.LabelDeployDriver:                          "true",
+		config.LabelDeployToolkit:                         "true",
+		config.LabelDeployDevicePlugin:                    "true",
+		config.LabelDeployExporter:                        "true",
+		config.LabelOperatorValidator:                     "true",
+		config.LabelDeployPrefix + "dcgm":                 "true",
+		config.LabelDeployPrefix + "node-status-exporter": "true",
+	}
+	cs := fake.NewClientset(newNode(operator))
+	driverOK, toolkitOK := true, false
+	r := &Reconciler{Client: cs, Node: node, Checks: checks(&driverOK, &toolkitOK)}
+	for range 3 {
+		st, err := r.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st[config.StageDriver].Ready || !strings.Contains(st[config.StageDriver].Reason, "GPU Operator manages") {
+			t.Fatalf("held status: %+v", st)
+		}
+	}
+	if p := patchedLabels(t, cs); len(p) != 0 {
+		t.Fatalf("a held node's labels were patched: %v", p)
+	}
+	n := getNode(t, cs)
+	if _, ok := n.Annotations[config.AnnotationGateStatus]; ok {
+		t.Fatal("a held node got the gate-status annotation")
+	}
+	if c := stackCondition(t, cs); c.Status != corev1.ConditionFalse || c.Reason != config.ReasonGPUOperatorManaged || !strings.Contains(c.Message, config.LabelOperatorValidator) {
+		t.Fatalf("condition: %+v", c)
+	}
+	if p := statusPatches(cs); len(p) != 1 {
+		t.Fatalf("want one condition write over three held passes, got %d", len(p))
+	}
+	evs, _ := cs.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if len(evs.Items) != 1 || evs.Items[0].Reason != config.ReasonGPUOperatorManaged {
+		t.Fatalf("want one GPUOperatorManaged event, got %+v", evs.Items)
+	}
+
+	// Hand-over: the person sets the operator's switch.
+	n.Labels[config.LabelOperatorOperands] = "false"
+	if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, n, ""); err != nil {
+		t.Fatal(err)
+	}
+	cs.ClearActions()
+	if _, err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := getNode(t, cs).Labels
+	for _, l := range config.OperatorOnlyLabels {
+		if _, ok := got[l]; ok {
+			t.Errorf("operator-only label %s left after the hand-over", l)
+		}
+	}
+	// Adopted: the driver gate stays open (entry), the toolkit gate stays open (driver ready),
+	// and the device plugin and exporter gates close, since this node's toolkit is not ready.
+	for l, want := range map[string]string{config.LabelDeployDriver: "true", config.LabelDeployToolkit: "true", config.LabelOperatorOperands: "false", config.LabelDeployDevicePlugin: "", config.LabelDeployExporter: ""} {
+		if got[l] != want {
+			t.Errorf("after the hand-over %s = %q, want %q", l, got[l], want)
+		}
+	}
+	if p := patchedLabels(t, cs); len(p) == 0 || !strings.Contains(p[0], "-"+config.LabelOperatorValidator) {
+		t.Fatalf("the operator's labels must go first: %v", p)
+	}
+	if c := stackCondition(t, cs); c.Reason == config.ReasonGPUOperatorManaged {
+		t.Fatalf("condition still held: %+v", c)
+	}
+}
