@@ -126,18 +126,8 @@ func newFleetEnvWith(t *testing.T, name string, nodes []fleetNode, rule fakenode
 	ctx := context.Background()
 	fe := &fleetEnv{name: name, dir: filepath.Join(env.workDir, name), nodes: nodes, hosts: map[string]*fakenode.Host{},
 		policy: policy, upgradeLease: upgradeLease}
+	fe.c = ownControlPlane(t, fe.dir, cluster.Options{UnreadyContainers: []string{fakenode.ValidatorContainer}})
 	var err error
-	fe.c, err = cluster.StartWith(ctx, env.bins, filepath.Join(fe.dir, "cluster"), cluster.Options{UnreadyContainers: []string{fakenode.ValidatorContainer}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			printLogTails(fe.c.LogDir, 20)
-			t.Logf("fleet work directory: %s", fe.dir)
-		}
-		fe.c.Stop()
-	})
 	fe.cfg = fe.c.RESTConfig()
 	fe.cfg.QPS, fe.cfg.Burst = 100, 200
 	if fe.cs, err = kubernetes.NewForConfig(fe.cfg); err != nil {

@@ -31,11 +31,7 @@ func TestFluxLayoutStages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cluster.Start(ctx, env.bins, filepath.Join(env.workDir, "flux-cluster"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	c := ownControlPlane(t, filepath.Join(env.workDir, "flux-cluster"), cluster.Options{})
 	if err := stack.InstallMonitoringCRDs(ctx, c.RESTConfig(), filepath.Join(env.repoRoot, "e2e", "testdata", "crds")); err != nil {
 		t.Fatal(err)
 	}

@@ -103,3 +103,22 @@ func printLogTails(dir string, n int) {
 		}
 	}
 }
+
+// ownControlPlane starts a control plane of a test's own under dir (for a test whose objects
+// would collide with the suite's shared stack), stopped when the test ends; a failed test
+// prints its components' last log lines and keeps dir.
+func ownControlPlane(t *testing.T, dir string, opts cluster.Options) *cluster.Cluster {
+	t.Helper()
+	c, err := cluster.StartWith(context.Background(), env.bins, filepath.Join(dir, "cluster"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			printLogTails(c.LogDir, 20)
+			t.Logf("work directory: %s", dir)
+		}
+		c.Stop()
+	})
+	return c
+}

@@ -3,7 +3,8 @@
 # and kustomize (make build tools), the image bin/gpupolicy-image.tar (make image, cached bases
 # under ~/.cache/gpupolicy/images; a failed build fails the suite), and the control-plane
 # binaries (hack/build-binaries.sh; cached under ~/.cache/gpupolicy/e2e-bin, the cold build
-# takes ~15 min on two cores) and the GitOps engines (hack/build-gitops.sh, ~6.5 min cold).
+# takes ~15 min on two cores), the GitOps engines (hack/build-gitops.sh, ~6.5 min cold), NVIDIA's
+# GPU Operator (hack/build-operator.sh, ~2 min cold) and helm (make helm, ~1.5 min cold).
 # Extra arguments go to `go test` (e.g. -run TestGuardrails). Prints the total duration.
 set -uo pipefail
 start=$(date +%s)
@@ -17,13 +18,17 @@ finish() {
 }
 
 cd "$root" || finish 1
-make -s build tools image || finish $?
+make -s build tools image helm || finish $?
 bin_dir=$(bash e2e/hack/build-binaries.sh | tail -n 1) || finish $?
 echo "e2e: control-plane binaries in $bin_dir"
 # The real GitOps engines of TestFleet* (kustomize-controller, argo-sync), cached under
 # ~/.cache/gpupolicy/gitops-bin; the cold build takes ~6.5 min on two cores.
 gitops_dir=$(bash e2e/hack/build-gitops.sh | tail -n 1) || finish $?
 echo "e2e: GitOps engines in $gitops_dir"
+# NVIDIA's GPU Operator for TestTakeOverFromGPUOperator (hack/build-operator.sh), cached under
+# ~/.cache/gpupolicy/peers; the cold build takes about 2 min on two cores.
+operator_dir=$(bash e2e/hack/build-operator.sh | tail -n 1) || finish $?
+echo "e2e: gpu-operator in $operator_dir"
 cd e2e || finish 1
 # -p 1: each package (the main suite, e2e/realnode, e2e/image) starts its own control plane
 # or real node; run one at a time so they never compete for ports, the kubelet directory, CPU.

@@ -33,11 +33,7 @@ import (
 func TestGuardrailsConfineTheUpgradeStep(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(env.workDir, "upgrade-guardrails")
-	c, err := cluster.Start(ctx, env.bins, filepath.Join(dir, "cluster"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := ownControlPlane(t, dir, cluster.Options{})
 	cfg := c.RESTConfig()
 	admin := clientFor(t, cfg)
 

@@ -101,6 +101,8 @@ func TestNodeDiagnoses(t *testing.T) {
 			withStackCondition("False", config.ReasonGPUOperatorManaged, "the GPU Operator manages this node")), check: "gpu-operator", gate: GateStateOpen},
 		{name: "node-gpu-operator-handed-over", node: gpuNode("gpu-a", withLabel(config.LabelOperatorValidator, "true"), withLabel(config.LabelOperatorOperands, "false")),
 			warning: "gpu-operator-labels", gate: GateStateOpen},
+		{name: "node-gpu-operator-adopted", node: gpuNode("gpu-a", withAnnotation(config.AnnotationAdoptedGates, config.LabelDeployDevicePlugin)),
+			warning: "gpu-operator-adopted", gate: GateStateOpen},
 		{name: "node-runtimeclass-unguarded", node: gpuNode("gpu-a", toolkitBroken),
 			extra: objects(runtimeClass("nvidia", nil)), check: "gate", gate: GateStateClosed, warning: ""},
 	}

@@ -90,8 +90,8 @@ func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
 			r.Findings = append(r.Findings, optOutFinding(n.Name, g))
 		}
 	}
-	operator, held := operatorNodeFinding(n, onNode)
-	if held {
+	operator := operatorNodeFinding(n, onNode)
+	if operator.Check != "" {
 		// First: while the operator manages the node its gates are the operator's, and the
 		// agent's verdicts (none written) explain nothing.
 		r.Findings = append(r.Findings, operator)

@@ -24,18 +24,19 @@ var clusterPolicies = schema.GroupVersionResource{Group: "nvidia.com", Version: 
 
 // takeoverFix is the hand-over in the README's order ("Coming from the GPU Operator").
 func takeoverFix(operatorNS, policy string) string {
-	return fmt.Sprintf("take the nodes over as the README's \"Coming from the GPU Operator\" says: stop the operator (kubectl -n %s scale deployment gpu-operator --replicas=0), delete ClusterPolicy %s (its operands go, its node labels stay), then hand each node over: kubectl label node NODE %s=false",
-		operatorNS, policy, config.LabelOperatorOperands)
+	return fmt.Sprintf("take the nodes over as the README's \"Coming from the GPU Operator\" says: stop the operator (kubectl -n %s scale deployment gpu-operator --replicas=0), hand each node over (kubectl label node NODE %s=false, a canary first) and, once every node is GPUStackReady, delete ClusterPolicy %s (its operands go, its node labels stay)",
+		operatorNS, config.LabelOperatorOperands, policy)
 }
 
-// operatorNodeFinding is a node's own view: held by the operator, or handed over with the
-// operator's labels still on it.
-func operatorNodeFinding(n *corev1.Node, agentPods string) (Finding, bool) {
+// operatorNodeFinding is a node's own view: held by the operator, handed over with the
+// operator's labels still on it, or running on gates adopted from the operator (no Check when
+// none of these).
+func operatorNodeFinding(n *corev1.Node, agentPods string) Finding {
 	state, why := config.Operator(n.Labels)
 	switch state {
 	case config.OperatorManaged:
 		return Finding{Severity: SeverityError, Check: "gpu-operator", Message: why,
-			Fix: fmt.Sprintf("when gpupolicy's stack is applied and the operator stopped: kubectl label node %s %s=false (README: Coming from the GPU Operator)", n.Name, config.LabelOperatorOperands)}, true
+			Fix: fmt.Sprintf("when gpupolicy's stack is applied and the operator stopped: kubectl label node %s %s=false (README: Coming from the GPU Operator)", n.Name, config.LabelOperatorOperands)}
 	case config.OperatorHandedOver:
 		var left []string
 		for _, l := range config.OperatorOnlyLabels {
@@ -44,9 +45,13 @@ func operatorNodeFinding(n *corev1.Node, agentPods string) (Finding, bool) {
 			}
 		}
 		return Finding{Severity: SeverityWarning, Check: "gpu-operator-labels", Message: why + ": the node agent removes them on its next pass",
-			Fix: fmt.Sprintf("if they stay, the agent is not running here (%s); an older agent leaves them: kubectl label node %s %s", agentPods, n.Name, strings.Join(left, " "))}, true
+			Fix: fmt.Sprintf("if they stay, the agent is not running here (%s); an older agent leaves them: kubectl label node %s %s", agentPods, n.Name, strings.Join(left, " "))}
 	}
-	return Finding{}, false
+	if a := n.Annotations[config.AnnotationAdoptedGates]; a != "" {
+		return Finding{Severity: SeverityWarning, Check: "gpu-operator-adopted", Message: fmt.Sprintf("gates %s are kept open from the GPU Operator until gpupolicy's own stages verify this node", a),
+			Fix: fmt.Sprintf("this lasts until gpupolicy's toolkit stage has run here; if it stays, look at its pod: %s", agentPods)}
+	}
+	return Finding{}
 }
 
 // diagnoseOperator reports the ClusterPolicy objects of a live GPU Operator, the nodes it still

@@ -110,10 +110,10 @@ func run(in *Input, opts Options) (*Result, []error) {
 // objects (driver.useNvidiaDriverCRD).
 func (m *mapper) clusterPolicy(f *fields, in *Input) bool {
 	s := &m.r.Policy.Spec
-	// The container runtime: the operator configures containerd, CRI-O or Docker.
-	if rt := f.str("operator.defaultRuntime"); rt != "" && rt != "containerd" {
-		m.fail("%s is %q: gpupolicy configures containerd only", f.path("operator.defaultRuntime"), rt)
-	}
+	// operator.defaultRuntime is read and dropped: the operator never uses it (it detects each
+	// GPU Node's runtime from containerRuntimeVersion, and the CRD defaults the field to docker
+	// on every live ClusterPolicy); versions refuses GPU Nodes that run another runtime.
+	_ = f.str("operator.defaultRuntime")
 	if rc := f.str("operator.runtimeClass"); rc != "" && rc != v1alpha1.DefaultRuntimeClassName {
 		s.Toolkit.RuntimeClassName = rc
 		m.set("spec.toolkit.runtimeClassName", f.path("operator.runtimeClass"))

@@ -37,6 +37,11 @@ type fact struct {
 func (m *mapper) versions(in *Input, opts Options) {
 	s := &m.r.Policy.Spec
 	nodes := gpuNodes(in.Nodes)
+	for _, n := range nodes {
+		if rt := n.Status.NodeInfo.ContainerRuntimeVersion; rt != "" && !strings.HasPrefix(rt, "containerd://") {
+			m.fail("Node %s runs %s: gpupolicy configures containerd only", n.Name, rt)
+		}
+	}
 	facts := []fact{
 		{"--kubernetes-version", "spec.kubernetesVersion", kubeletMinor, lowest, "the lowest kubelet minor", opts.KubernetesVersion, &s.KubernetesVersion, true},
 		{"--containerd-version", "spec.containerRuntime.version", containerdMinor, lowest, "the lowest containerd minor", opts.ContainerdVersion, &s.ContainerRuntime.Version, true},

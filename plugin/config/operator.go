@@ -23,6 +23,14 @@ const (
 
 	// ReasonGPUOperatorManaged is the GPUStackReady reason while the operator manages a node.
 	ReasonGPUOperatorManaged = "GPUOperatorManaged"
+
+	// AnnotationAdoptedGates lists (comma-separated, sorted) the gate labels the operator left
+	// open on a node at hand-over and the agent keeps open while gpupolicy's own stage behind
+	// them has not run there yet (its check is pending, not failed): the operator's driver,
+	// toolkit and device plugin keep working until gpupolicy's verify the node, so running and
+	// new GPU pods never see a node without a device plugin. The agent removes it once its own
+	// verdicts hold every gate, or a check fails.
+	AnnotationAdoptedGates = ManagedPrefix + "gpu.adopted-gates"
 )
 
 // OperatorOnlyLabels are the operator's gpu.deploy labels of operands gpupolicy has no stage
@@ -41,6 +49,15 @@ var OperatorOnlyLabels = []string{
 	LabelDeployPrefix + "vgpu-device-manager",
 	LabelDeployPrefix + "vgpu-manager",
 }
+
+// The operator's driver upgrade controller keeps its state on every node it manages (the
+// k8s-operator-libs state label, and the operator's opt-in annotation). gpupolicy's upgrade
+// slots drive upgrades after the hand-over, so the agent removes both with the operator-only
+// labels; a reinstalled operator writes them again.
+const (
+	OperatorUpgradeStateLabel = "nvidia.com/gpu-driver-upgrade-state"
+	OperatorUpgradeAnnotation = "nvidia.com/gpu-driver-upgrade-enabled"
+)
 
 // OperatorState is how the GPU Operator stands on one node.
 type OperatorState int

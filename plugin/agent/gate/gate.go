@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -42,6 +43,9 @@ type Result struct {
 	// ConditionReason is the CamelCase reason of the GPUStackReady condition while this stage
 	// is the first not ready one ("DriverDrift"); "" derives it from the stage name.
 	ConditionReason string
+	// Pending: not ready only because gpupolicy's own stage has not run on this node yet (no
+	// fault found). An adopted gate (config.AnnotationAdoptedGates) stays open past it.
+	Pending bool
 }
 
 // Facts is what one pass knows about the node, read once before its checks run so every
@@ -218,7 +222,11 @@ func (r *Reconciler) condition(node *corev1.Node, results []Result) (corev1.Cond
 		}
 		if res := results[i]; !res.Ready {
 			reason := cmp.Or(res.ConditionReason, camel(c.Stage)+"NotReady")
-			return corev1.ConditionFalse, reason, bound(fmt.Sprintf("stage %s: %s", c.Stage, res.Reason))
+			msg := fmt.Sprintf("stage %s: %s", c.Stage, res.Reason)
+			if a := node.Annotations[config.AnnotationAdoptedGates]; a != "" {
+				msg += "; kept open from the GPU Operator until gpupolicy's stages verify them: " + a
+			}
+			return corev1.ConditionFalse, reason, bound(msg)
 		}
 		if c.Check != nil {
 			verified = append(verified, c.Stage)
@@ -287,25 +295,37 @@ func bound(s string) string {
 // checks' own labels and annotations, then open labels (first stage first), then the status.
 func (r *Reconciler) plan(node *corev1.Node, results []Result, statusJSON string) []nodeapi.Change {
 	labels, annotations := node.Labels, node.Annotations
-	want := map[string]bool{}
-	ready := true
-	for i, c := range r.Checks {
-		ready = ready && results[i].Ready
-		for _, l := range c.Opens {
-			want[l] = ready
-		}
-	}
-	var steps []nodeapi.Change
+	handedOver := false
 	if state, _ := config.Operator(labels); state == config.OperatorHandedOver {
-		// Handed over: the operator's own labels go first; its labels that are our gates stay
-		// and are converged below like any other (adopted).
-		drop := map[string]*string{}
-		for _, l := range config.OperatorOnlyLabels {
+		handedOver = true
+	}
+	want, adopted := r.wanted(node, results, handedOver)
+	var steps []nodeapi.Change
+	if handedOver {
+		// Handed over: the operator's own labels go, and the shared gates it left open are
+		// recorded as adopted in the same patch (after it, nothing else says they were).
+		drop := nodeapi.Change{Labels: map[string]*string{}, Annotations: map[string]*string{config.AnnotationAdoptedGates: nil}}
+		for _, l := range append(slices.Clone(config.OperatorOnlyLabels), config.OperatorUpgradeStateLabel) {
 			if _, ok := labels[l]; ok {
-				drop[l] = nil
+				drop.Labels[l] = nil
 			}
 		}
-		steps = append(steps, nodeapi.Change{Labels: drop})
+		if _, ok := annotations[config.OperatorUpgradeAnnotation]; ok {
+			drop.Annotations[config.OperatorUpgradeAnnotation] = nil
+		}
+		if adopted != "" {
+			drop.Annotations[config.AnnotationAdoptedGates] = nodeapi.Value(adopted)
+		}
+		steps = append(steps, drop)
+	}
+	// The record changes after the label patches: a gate whose adoption ended closes before
+	// the record that held it open goes.
+	var record *nodeapi.Change
+	if cur, ok := annotations[config.AnnotationAdoptedGates]; !handedOver && ok && cur != adopted {
+		record = &nodeapi.Change{Annotations: map[string]*string{config.AnnotationAdoptedGates: nil}}
+		if adopted != "" {
+			record.Annotations[config.AnnotationAdoptedGates] = nodeapi.Value(adopted)
+		}
 	}
 	for i := len(r.Checks) - 1; i >= 0; i-- {
 		opens := r.Checks[i].Opens
@@ -331,10 +351,59 @@ func (r *Reconciler) plan(node *corev1.Node, results []Result, statusJSON string
 			}
 		}
 	}
+	if record != nil {
+		steps = append(steps, *record)
+	}
 	if annotations[config.AnnotationGateStatus] != statusJSON {
 		steps = append(steps, nodeapi.Change{Annotations: map[string]*string{config.AnnotationGateStatus: nodeapi.Value(statusJSON)}})
 	}
 	return steps
+}
+
+// wanted says which gate labels should be open: those whose stage and every stage before it
+// are ready, plus adopted gates (open at hand-over, or listed in config.AnnotationAdoptedGates)
+// whose blocking stages are only pending. adopted is the record to keep: the adopted gates
+// still held open past a verdict, sorted and comma-separated ("" ends the adoption: every gate
+// follows the verdicts, or a check failed).
+func (r *Reconciler) wanted(node *corev1.Node, results []Result, handedOver bool) (want map[string]bool, adopted string) {
+	from := map[string]bool{}
+	if handedOver {
+		for _, c := range r.Checks {
+			for _, l := range c.Opens {
+				from[l] = node.Labels[l] == config.GateOpen
+			}
+		}
+	} else if v := node.Annotations[config.AnnotationAdoptedGates]; v != "" {
+		for _, l := range strings.Split(v, ",") {
+			from[l] = true
+		}
+	}
+	want = map[string]bool{}
+	var held []string
+	ready, pending := true, true
+	for i, c := range r.Checks {
+		ready = ready && results[i].Ready
+		pending = pending && (results[i].Ready || results[i].Pending)
+		for _, l := range c.Opens {
+			want[l] = ready || (from[l] && pending)
+			if !ready && want[l] {
+				held = append(held, l)
+			}
+		}
+	}
+	if len(held) == 0 {
+		return want, ""
+	}
+	// While any gate is held, the record keeps every adopted gate still open, so a stage that
+	// turns ready and then pending again (the toolkit re-verifying) does not drop the others.
+	var keep []string
+	for l, ok := range from {
+		if ok && want[l] {
+			keep = append(keep, l)
+		}
+	}
+	slices.Sort(keep)
+	return want, strings.Join(keep, ",")
 }
 
 func (r *Reconciler) logChanges(log *slog.Logger, before, after *corev1.Node) {

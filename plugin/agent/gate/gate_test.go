@@ -510,7 +510,8 @@ func TestHoldsOperatorNodesUntilHandedOver(t *testing.T) {
 		}
 	}
 	// Adopted: the driver gate stays open (entry), the toolkit gate stays open (driver ready),
-	// and the device plugin and exporter gates close, since this node's toolkit is not ready.
+	// and the device plugin and exporter gates close, since this node's toolkit check failed
+	// (not pending: TestAdoptsOperatorGatesWhileOwnStagesPending).
 	for l, want := range map[string]string{config.LabelDeployDriver: "true", config.LabelDeployToolkit: "true", config.LabelOperatorOperands: "false", config.LabelDeployDevicePlugin: "", config.LabelDeployExporter: ""} {
 		if got[l] != want {
 			t.Errorf("after the hand-over %s = %q, want %q", l, got[l], want)
@@ -522,4 +523,82 @@ func TestHoldsOperatorNodesUntilHandedOver(t *testing.T) {
 	if c := stackCondition(t, cs); c.Reason == config.ReasonGPUOperatorManaged {
 		t.Fatalf("condition still held: %+v", c)
 	}
+}
+
+// TestAdoptsOperatorGatesWhileOwnStagesPending: at hand-over the operator's open gates stay
+// open while gpupolicy's own check behind them is only pending (its toolkit stage has not run
+// on the node yet), so the operator's device plugin keeps the node's GPUs advertised; the
+// record goes when the check verifies, and a failed check closes the gates as on any node.
+func TestAdoptsOperatorGatesWhileOwnStagesPending(t *testing.T) {
+	ctx := context.Background()
+	handedOver := map[string]string{
+		config.LabelGPUPresent:         "true",
+		config.LabelDeployDriver:       "true",
+		config.LabelDeployToolkit:      "true",
+		config.LabelDeployDevicePlugin: "true",
+		config.LabelOperatorValidator:  "true",
+		config.LabelOperatorOperands:   "false",
+		// The operator's driver upgrade controller's state goes with its labels.
+		config.OperatorUpgradeStateLabel: "upgrade-done",
+	}
+	toolkit := Result{Reason: "no toolkit status file", Pending: true}
+	driverOK := true
+	cks := checks(&driverOK, nil)
+	cks[2].Check = func(*Facts) Result { return toolkit }
+	cs := fake.NewClientset(newNode(handedOver))
+	r := &Reconciler{Client: cs, Node: node, Checks: cks}
+	pass := func() *corev1.Node {
+		t.Helper()
+		if _, err := r.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return getNode(t, cs)
+	}
+	expect := func(n *corev1.Node, record string, labels map[string]string) {
+		t.Helper()
+		if got := n.Annotations[config.AnnotationAdoptedGates]; got != record {
+			t.Errorf("%s = %q, want %q", config.AnnotationAdoptedGates, got, record)
+		}
+		for l, want := range labels {
+			if got := n.Labels[l]; got != want {
+				t.Errorf("%s = %q, want %q", l, got, want)
+			}
+		}
+	}
+	adopted := []string{config.LabelDeployDevicePlugin, config.LabelDeployDriver, config.LabelDeployToolkit}
+	slices.Sort(adopted)
+	record := strings.Join(adopted, ",")
+
+	n := pass()
+	expect(n, record, map[string]string{config.LabelDeployDevicePlugin: "true", config.LabelToolkitReady: "", config.LabelOperatorValidator: "", config.OperatorUpgradeStateLabel: ""})
+	if p := patchedLabels(t, cs); slices.ContainsFunc(p, func(s string) bool { return strings.Contains(s, "-"+config.LabelDeployDevicePlugin) }) {
+		t.Fatalf("the adopted device plugin gate closed during the hand-over: %v", p)
+	}
+	if c := stackCondition(t, cs); c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "kept open from the GPU Operator") {
+		t.Fatalf("condition while adopted: %+v", c)
+	}
+	// Later passes, still pending: nothing moves.
+	cs.ClearActions()
+	expect(pass(), record, map[string]string{config.LabelDeployDevicePlugin: "true"})
+	if p := patchedLabels(t, cs); len(p) != 0 {
+		t.Fatalf("a settled adopted node was patched: %v", p)
+	}
+
+	// gpupolicy's toolkit verifies the node: the record goes, its own labels open.
+	toolkit = Result{Ready: true, Reason: "verified"}
+	expect(pass(), "", map[string]string{config.LabelDeployDevicePlugin: "true", config.LabelToolkitReady: "true"})
+	if c := stackCondition(t, cs); c.Status != corev1.ConditionTrue {
+		t.Fatalf("condition after verification: %+v", c)
+	}
+	// Pending again (a toolkit reinstall): the adoption ended, so the gates follow the verdict.
+	toolkit = Result{Reason: "no toolkit status file", Pending: true}
+	expect(pass(), "", map[string]string{config.LabelDeployDevicePlugin: "", config.LabelToolkitReady: ""})
+
+	// A failed check ends an adoption: a second hand-over, then the toolkit install fails.
+	cs2 := fake.NewClientset(newNode(handedOver))
+	r.Client = cs2
+	cs = cs2
+	expect(pass(), record, map[string]string{config.LabelDeployDevicePlugin: "true"})
+	toolkit = Result{Reason: "toolkit install failed: containerd refused the drop-in"}
+	expect(pass(), "", map[string]string{config.LabelDeployDevicePlugin: "", config.LabelDeployToolkit: "true"})
 }

@@ -81,7 +81,9 @@ func ToolkitCheck(cfg *config.Agent) gate.CheckFunc {
 	return func(f *gate.Facts) gate.Result {
 		st, err := f.Host.Toolkit, f.Host.ToolkitErr
 		if err != nil {
-			return gate.Result{Reason: err.Error(), ConditionReason: config.ReasonToolkitNotLoaded}
+			// No record: this policy's toolkit stage has not run here yet (pending), unlike a
+			// record of a failed install.
+			return gate.Result{Reason: err.Error(), ConditionReason: config.ReasonToolkitNotLoaded, Pending: errors.Is(err, hostfacts.ErrNoToolkitStatus)}
 		}
 		if !st.Verified {
 			reason := st.Reason
