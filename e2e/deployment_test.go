@@ -89,7 +89,7 @@ func deploy() (*deployment, error) {
 	if err := stack.InstallMonitoringCRDs(ctx, env.cfg, filepath.Join(env.repoRoot, "e2e", "testdata", "crds")); err != nil {
 		return nil, err
 	}
-	d := &deployment{objects: objs, stageDaemonSets: map[string][]*appsv1.DaemonSet{}}
+	d := &deployment{objects: objs}
 	if d.waves, err = stack.ByWave(objs); err != nil {
 		return nil, err
 	}
@@ -108,33 +108,13 @@ func deploy() (*deployment, error) {
 		}
 		d.applied = append(d.applied, entries)
 	}
-	var agentConfig []byte
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "DaemonSet":
-			var ds appsv1.DaemonSet
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err != nil {
-				return nil, fmt.Errorf("DaemonSet %s: %w", o.GetName(), err)
-			}
-			if ds.Name == config.AgentConfigMap {
-				d.agentDS = &ds
-				d.ns = ds.Namespace
-			}
-			if g := gateLabel(&ds); g != "" {
-				d.stageDaemonSets[g] = append(d.stageDaemonSets[g], &ds)
-			}
-		case "ConfigMap":
-			if o.GetName() == config.AgentConfigMap {
-				s, _, _ := unstructured.NestedString(o.Object, "data", config.AgentConfigFile)
-				agentConfig = []byte(s)
-			}
-		}
+	parts, err := nodeSideOf(objs)
+	if err != nil {
+		return nil, err
 	}
-	if d.agentDS == nil || agentConfig == nil {
-		return nil, fmt.Errorf("the rendered stack has no DaemonSet and ConfigMap %q (key %s)", config.AgentConfigMap, config.AgentConfigFile)
-	}
+	d.agentDS, d.ns, d.stageDaemonSets = parts.agent, parts.agent.Namespace, parts.stages
 	agentBin := filepath.Join(env.repoRoot, "bin", "gpu-node-agent")
-	if d.fleet, err = fakenode.NewFleet(env.cfg, agentBin, d.agentDS, d.stageDaemonSets, agentConfig, filepath.Join(env.workDir, "agents")); err != nil {
+	if d.fleet, err = fakenode.NewFleet(env.cfg, agentBin, d.agentDS, d.stageDaemonSets, parts.config, filepath.Join(env.workDir, "agents")); err != nil {
 		return nil, err
 	}
 	var fctx context.Context
@@ -144,6 +124,44 @@ func deploy() (*deployment, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// nodeSide is what fakenode.Fleet needs of a rendered stack: the node agent's DaemonSet and
+// configuration, the stage DaemonSets by the gate label they require, and gpu-discovery's
+// DaemonSet (nil when the policy renders none).
+type nodeSide struct {
+	agent, discovery *appsv1.DaemonSet
+	config           []byte
+	stages           map[string][]*appsv1.DaemonSet
+}
+
+func nodeSideOf(objs []*unstructured.Unstructured) (*nodeSide, error) {
+	n := &nodeSide{stages: map[string][]*appsv1.DaemonSet{}}
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "DaemonSet":
+			var ds appsv1.DaemonSet
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err != nil {
+				return nil, fmt.Errorf("DaemonSet %s: %w", o.GetName(), err)
+			}
+			switch ds.Name {
+			case config.AgentConfigMap:
+				n.agent = &ds
+			case "gpu-discovery":
+				n.discovery = &ds
+			}
+			if g := gateLabel(&ds); g != "" {
+				n.stages[g] = append(n.stages[g], &ds)
+			}
+		case o.GetKind() == "ConfigMap" && o.GetName() == config.AgentConfigMap:
+			s, _, _ := unstructured.NestedString(o.Object, "data", config.AgentConfigFile)
+			n.config = []byte(s)
+		}
+	}
+	if n.agent == nil || n.config == nil {
+		return nil, fmt.Errorf("the rendered stack has no DaemonSet and ConfigMap %q (key %s)", config.AgentConfigMap, config.AgentConfigFile)
+	}
+	return n, nil
 }
 
 // gateLabel is the nvidia.com/gpu.deploy.* label a stage DaemonSet requires, from its

@@ -13,11 +13,9 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa/utils"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -208,39 +206,19 @@ func (fe *fleetEnv) objects(t *testing.T, root string) []*unstructured.Unstructu
 
 func (fe *fleetEnv) startFleet(t *testing.T, objs []*unstructured.Unstructured, rule fakenode.ReadinessRule) {
 	t.Helper()
-	var agentDS, discoveryDS *appsv1.DaemonSet
-	var agentConfig []byte
-	stageDS := map[string][]*appsv1.DaemonSet{}
-	for _, o := range objs {
-		switch {
-		case o.GetKind() == "DaemonSet":
-			var ds appsv1.DaemonSet
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err != nil {
-				t.Fatal(err)
-			}
-			switch ds.Name {
-			case config.AgentConfigMap:
-				agentDS = &ds
-				fe.ns = ds.Namespace
-			case "gpu-discovery":
-				discoveryDS = &ds
-			}
-			if g := gateLabel(&ds); g != "" {
-				stageDS[g] = append(stageDS[g], &ds)
-			}
-		case o.GetKind() == "ConfigMap" && o.GetName() == config.AgentConfigMap:
-			s, _, _ := unstructured.NestedString(o.Object, "data", config.AgentConfigFile)
-			agentConfig = []byte(s)
-		}
-	}
-	if agentDS == nil || discoveryDS == nil || agentConfig == nil {
-		t.Fatalf("the rendered fleet lacks the agent DaemonSet/ConfigMap or gpu-discovery")
-	}
-	f, err := fakenode.NewFleet(fe.cfg, filepath.Join(env.repoRoot, "bin", "gpu-node-agent"), agentDS, stageDS, agentConfig, filepath.Join(fe.dir, "agents"))
+	parts, err := nodeSideOf(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.EnableDiscovery(discoveryDS)
+	if parts.discovery == nil {
+		t.Fatal("the rendered fleet has no gpu-discovery DaemonSet")
+	}
+	fe.ns = parts.agent.Namespace
+	f, err := fakenode.NewFleet(fe.cfg, filepath.Join(env.repoRoot, "bin", "gpu-node-agent"), parts.agent, parts.stages, parts.config, filepath.Join(fe.dir, "agents"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.EnableDiscovery(parts.discovery)
 	if fe.upgradeLease > 0 {
 		f.EnableUpgrades(fe.upgradeLease)
 	}

@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -428,31 +427,12 @@ func (to *takeover) apply(t *testing.T, policy string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var agentDS *appsv1.DaemonSet
-	var agentConfig []byte
-	to.stage = map[string][]*appsv1.DaemonSet{}
-	for _, o := range objs {
-		switch {
-		case o.GetKind() == "DaemonSet":
-			var ds appsv1.DaemonSet
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err != nil {
-				t.Fatal(err)
-			}
-			if ds.Name == config.AgentConfigMap {
-				agentDS, to.ns = &ds, ds.Namespace
-			}
-			if g := gateLabel(&ds); g != "" {
-				to.stage[g] = append(to.stage[g], &ds)
-			}
-		case o.GetKind() == "ConfigMap" && o.GetName() == config.AgentConfigMap:
-			s, _, _ := unstructured.NestedString(o.Object, "data", config.AgentConfigFile)
-			agentConfig = []byte(s)
-		}
+	parts, err := nodeSideOf(objs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if agentDS == nil || agentConfig == nil {
-		t.Fatal("the rendered stack has no node agent DaemonSet and ConfigMap")
-	}
-	if to.fleet, err = fakenode.NewFleet(to.c.RESTConfig(), filepath.Join(env.repoRoot, "bin", "gpu-node-agent"), agentDS, to.stage, agentConfig, filepath.Join(to.dir, "agents")); err != nil {
+	to.ns, to.stage = parts.agent.Namespace, parts.stages
+	if to.fleet, err = fakenode.NewFleet(to.c.RESTConfig(), filepath.Join(env.repoRoot, "bin", "gpu-node-agent"), parts.agent, to.stage, parts.config, filepath.Join(to.dir, "agents")); err != nil {
 		t.Fatal(err)
 	}
 	to.agent = to.fleet.Config()

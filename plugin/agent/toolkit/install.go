@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -284,14 +285,21 @@ func (in *Installer) install(ctx context.Context, failure **Status) (Result, err
 	}
 	sum := sha256.Sum256(want)
 	st := Status{DropInSHA256: r.sha256, InstalledSHA256: hex.EncodeToString(sum[:]), ContainerdVersion: v.String()}
-	prev, _ := hostfacts.ReadToolkitStatus(in.HostRoot)
+	prev, prevErr := hostfacts.ReadToolkitStatus(in.HostRoot)
 	view, stale, criErr := in.runningView(ctx, r, v, nil)
+	// Adopted: the first install on a node whose running containerd already has every setting
+	// of the drop-in (the GPU Operator's toolkit, or a person, configured the same handler)
+	// needs no restart; the drop-in is in place for containerd's next start.
+	adopted := errors.Is(prevErr, hostfacts.ErrNoToolkitStatus) && criErr == nil && stale == ""
 	// Restart when containerd runs other settings than the drop-in's: the bytes changed now,
 	// or a previous run wrote them and died before the restart. Not again for bytes a restart
 	// already failed to bring into effect: every --watch interval would restart containerd.
 	retried := prev.Restarted && prev.InstalledSHA256 == st.InstalledSHA256
 	st.Restarted = retried
-	if in.RestartMode != RestartNone && (res.Changed || (criErr == nil && stale != "" && !retried)) {
+	if adopted && res.Changed {
+		log.Info("containerd already runs the drop-in's settings: not restarted", "pid", view.PID)
+	}
+	if in.RestartMode != RestartNone && !adopted && (res.Changed || (criErr == nil && stale != "" && !retried)) {
 		log.Info("restarting containerd", "mode", in.RestartMode)
 		old, err := in.restart(ctx, view.PID)
 		if err != nil {
@@ -329,6 +337,9 @@ func (in *Installer) install(ctx context.Context, failure **Status) (Result, err
 	case cdiErr == nil:
 		st.Verified, st.Handlers = true, runtimesIn(r.table)
 		st.VerifiedBy = fmt.Sprintf("CRI RuntimeService.Status (%s) of containerd %s at %s", evidence(view), view.Version, socket)
+		if adopted && res.Changed {
+			st.VerifiedBy += "; its settings were in effect before this install, so containerd was not restarted"
+		}
 	}
 	if criReason != "" && res.Reason != "" {
 		res.Reason = criReason + "; and " + res.Reason
