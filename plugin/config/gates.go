@@ -185,6 +185,18 @@ func GateLabels(openedBy string, s Stages) []string {
 	return out
 }
 
+// LabelsOpenedBy are the labels of every row the check stage opens in the table (enabled or
+// not), in table order: the programs behind the MIG step's are the ones holding NVML handles.
+func LabelsOpenedBy(stage string) []string {
+	var out []string
+	for _, g := range Gates {
+		if g.OpenedBy == stage {
+			out = append(out, g.Label)
+		}
+	}
+	return out
+}
+
 // DisabledGateLabels are the labels of the stages the policy disables, in table order.
 func DisabledGateLabels(s Stages) []string {
 	var out []string

@@ -81,3 +81,11 @@ func TestStageTableIsComplete(t *testing.T) {
 		t.Errorf("FixFor: %s", got)
 	}
 }
+
+// The MIG step closes what it opens while it repartitions: the programs holding NVML handles.
+func TestLabelsOpenedByMIGStep(t *testing.T) {
+	want := []string{LabelDeployDevicePlugin, LabelDeployFeatureDiscovery, LabelDeployExporter}
+	if got := LabelsOpenedBy(StageMIGManager); !slices.Equal(got, want) {
+		t.Fatalf("LabelsOpenedBy(%s) = %v, want %v", StageMIGManager, got, want)
+	}
+}

@@ -26,9 +26,10 @@ import (
 // the step gives up with state failed and the reason: a wedge must say so, not hang.
 const DefaultTimeout = 10 * time.Minute
 
-// DownstreamGates are the gates that must be closed while GPUs are repartitioned: the
-// programs behind them hold NVML handles of devices that are about to disappear.
-var DownstreamGates = []string{config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter}
+// DownstreamGates are the gates that must be closed while GPUs are repartitioned, the ones
+// the stage table has the MIG step open: the programs behind them (device plugin, feature
+// discovery, exporter) hold NVML handles of devices that are about to disappear.
+var DownstreamGates = config.LabelsOpenedBy(config.StageMIGManager)
 
 // Manager applies its node's MIG layout.
 type Manager struct {
