@@ -90,7 +90,7 @@ func TestTakeOverFromGPUOperator(t *testing.T) {
 	}
 	gpuPods := map[string]types.UID{}
 	for _, n := range to.nodes {
-		p := to.gpuPod(t, n)
+		p := to.gpuPod(t, "train-"+n, n)
 		gpuPods[p.Name] = p.UID
 	}
 
@@ -120,11 +120,17 @@ func TestTakeOverFromGPUOperator(t *testing.T) {
 	// 2. Hand over.
 	to.removeRuntimeClassOwner(t)
 	to.op.Stop() // kubectl -n gpu-operator scale deployment gpu-operator --replicas=0
-	for _, n := range to.nodes {
+	for i, n := range to.nodes {
 		to.label(t, n, config.LabelOperatorOperands, "false")
 		// Adopted, then verified by gpupolicy's own stages: its device plugin runs there.
 		to.waitOurDevicePlugin(t, n)
 		to.waitCondition(t, n, corev1.ConditionTrue, config.ReasonStackReady)
+		if i == 0 {
+			// The canary alone: the next node is still the operator's.
+			if p := to.ourStagePods(t, to.nodes[1]); len(p) > 0 || to.nodeLabels(t, to.nodes[1])[config.LabelOperatorValidator] == "" {
+				t.Errorf("%s changed with the canary %s: gpupolicy pods %v, labels %v", to.nodes[1], n, p, to.nodeLabels(t, to.nodes[1]))
+			}
+		}
 	}
 	if err := to.dyn.Resource(clusterPolicyGVR).Delete(ctx, "cluster-policy", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -134,7 +140,8 @@ func TestTakeOverFromGPUOperator(t *testing.T) {
 		t.Errorf("during the takeover:\n%s", strings.Join(bad, "\n"))
 	}
 
-	// 3. Verify: the same GPU pods, no operator label, doctor clean, the RuntimeClass kept.
+	// 3. Verify: the same GPU pods, no operator label, doctor clean, the RuntimeClass kept, and
+	// a new GPU pod runs on gpupolicy's device plugin.
 	for name, uid := range gpuPods {
 		p, err := to.cs.CoreV1().Pods("workloads").Get(ctx, name, metav1.GetOptions{})
 		if err != nil || p.UID != uid || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
@@ -157,6 +164,7 @@ func TestTakeOverFromGPUOperator(t *testing.T) {
 	if _, err := to.cs.NodeV1().RuntimeClasses().Get(ctx, to.agent.Toolkit.RuntimeClassName, metav1.GetOptions{}); err != nil {
 		t.Errorf("RuntimeClass %s after the ClusterPolicy went: %v", to.agent.Toolkit.RuntimeClassName, err)
 	}
+	to.gpuPod(t, "after-"+to.nodes[0], to.nodes[0])
 	r = to.doctor(t)
 	for _, f := range r.Cluster {
 		t.Errorf("doctor after the takeover: %+v", f)
@@ -326,8 +334,8 @@ func (to *takeover) runningPods(t *testing.T, ns string, owner func(string) bool
 	return out
 }
 
-// gpuPod runs a pod with one GPU on node, under the operator's RuntimeClass.
-func (to *takeover) gpuPod(t *testing.T, node string) *corev1.Pod {
+// gpuPod runs pod name with one GPU on node, under RuntimeClass nvidia, and waits until it runs.
+func (to *takeover) gpuPod(t *testing.T, name, node string) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
 	eventually(t, time.Minute, "default ServiceAccount in workloads", func() (bool, string) {
@@ -336,7 +344,7 @@ func (to *takeover) gpuPod(t *testing.T, node string) *corev1.Pod {
 	})
 	rc := "nvidia"
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "train-" + node, Namespace: "workloads"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "workloads"},
 		Spec: corev1.PodSpec{
 			RuntimeClassName: &rc,
 			NodeSelector:     map[string]string{"kubernetes.io/hostname": node},
