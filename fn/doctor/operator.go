@@ -95,7 +95,7 @@ func (s *snapshot) diagnoseOperator(ctx context.Context) error {
 			Severity: SeverityError, Check: "gpu-operator-conflict",
 			Message: fmt.Sprintf("the GPU Operator is running and a ClusterPolicy exists, and %d nodes%s are handed over with %s=false: the operator removes every nvidia.com/gpu.deploy label from such nodes, the gates gpupolicy's agent opens included, so their stages flap",
 				len(handedOver), nameList(handedOver), config.LabelOperatorOperands),
-			Fix: fmt.Sprintf("stop the operator before handing nodes over: kubectl -n %s scale deployment gpu-operator --replicas=0, and delete ClusterPolicy %s", operatorNS, list[0].GetName()),
+			Fix: fmt.Sprintf("stop the operator before handing nodes over: kubectl -n %s scale deployment gpu-operator --replicas=0 (ClusterPolicy %s goes once every handed-over node is GPUStackReady)", operatorNS, list[0].GetName()),
 		})
 	}
 	return nil

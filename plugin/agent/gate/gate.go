@@ -295,10 +295,8 @@ func bound(s string) string {
 // checks' own labels and annotations, then open labels (first stage first), then the status.
 func (r *Reconciler) plan(node *corev1.Node, results []Result, statusJSON string) []nodeapi.Change {
 	labels, annotations := node.Labels, node.Annotations
-	handedOver := false
-	if state, _ := config.Operator(labels); state == config.OperatorHandedOver {
-		handedOver = true
-	}
+	state, _ := config.Operator(labels)
+	handedOver := state == config.OperatorHandedOver
 	want, adopted := r.wanted(node, results, handedOver)
 	var steps []nodeapi.Change
 	if handedOver {
@@ -362,9 +360,9 @@ func (r *Reconciler) plan(node *corev1.Node, results []Result, statusJSON string
 
 // wanted says which gate labels should be open: those whose stage and every stage before it
 // are ready, plus adopted gates (open at hand-over, or listed in config.AnnotationAdoptedGates)
-// whose blocking stages are only pending. adopted is the record to keep: the adopted gates
-// still held open past a verdict, sorted and comma-separated ("" ends the adoption: every gate
-// follows the verdicts, or a check failed).
+// whose blocking stages are only pending. adopted is the record to keep while any adopted gate
+// is held open past its verdict: every adopted gate still open, sorted and comma-separated (""
+// ends the adoption: every gate follows the verdicts, or a check failed).
 func (r *Reconciler) wanted(node *corev1.Node, results []Result, handedOver bool) (want map[string]bool, adopted string) {
 	from := map[string]bool{}
 	if handedOver {
