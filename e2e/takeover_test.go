@@ -49,7 +49,7 @@ type takeover struct {
 	c     *cluster.Cluster
 	cs    kubernetes.Interface
 	dyn   dynamic.Interface
-	op    *operator.Process
+	op    *cluster.Server
 	nodes []string // GPU nodes; the first is the canary
 	ns    string   // gpupolicy's namespace
 	stage map[string][]*appsv1.DaemonSet

@@ -24,9 +24,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/gpupolicy/gpupolicy/e2e/internal/cluster"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -80,26 +80,14 @@ func EnsureBinaries(script string) (*Binaries, error) {
 	return b, nil
 }
 
-// KustomizeController is a running kustomize-controller.
-type KustomizeController struct {
-	cmd    *exec.Cmd
-	exited chan error
-	Log    string
-}
-
 // StartKustomizeController runs the controller with the admin kubeconfig, watching every
 // namespace, with its health endpoint on a loopback port; it returns once that answers.
-func StartKustomizeController(ctx context.Context, bin, kubeconfig, logDir string) (*KustomizeController, error) {
+func StartKustomizeController(ctx context.Context, bin, kubeconfig, logDir string) (*cluster.Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(logDir, "kustomize-controller.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
 		return nil, err
 	}
 	health := "127.0.0.1:" + strconv.Itoa(port)
@@ -110,46 +98,7 @@ func StartKustomizeController(ctx context.Context, bin, kubeconfig, logDir strin
 		// timeout (10m): the tests publish the fix while a stall is on.
 		"--feature-gates=CancelHealthCheckOnNewRevision=true")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "RUNTIME_NAMESPACE="+FluxNamespace)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, err
-	}
-	k := &KustomizeController{cmd: cmd, exited: make(chan error, 1), Log: logPath}
-	go func() { k.exited <- cmd.Wait(); logFile.Close() }()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		select {
-		case err := <-k.exited:
-			return nil, fmt.Errorf("kustomize-controller exited at start (%v); log: %s", err, logPath)
-		case <-ctx.Done():
-			k.Stop()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if resp, err := http.Get("http://" + health + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return k, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			k.Stop()
-			return nil, fmt.Errorf("kustomize-controller not ready on %s after a minute; log: %s", health, logPath)
-		}
-	}
-}
-
-// Stop stops the controller.
-func (k *KustomizeController) Stop() {
-	_ = k.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-k.exited:
-	case <-time.After(10 * time.Second):
-		_ = k.cmd.Process.Kill()
-		<-k.exited
-	}
+	return cluster.Serve(ctx, "kustomize-controller", cmd, filepath.Join(logDir, "kustomize-controller.log"), "http://"+health+"/readyz", time.Minute)
 }
 
 // ArtifactServer serves tarballs of directories over loopback HTTP, as source-controller

@@ -11,14 +11,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/e2e/internal/cluster"
 )
 
 // Peer is the cached build: the binary, the /opt/gpu-operator tree and the chart's CRDs.
@@ -57,75 +58,24 @@ func Ensure(buildScript string) (*Peer, error) {
 // the nodes' NFD labels; this file only has to parse).
 const OSRelease = "NAME=\"Ubuntu\"\nVERSION_ID=\"22.04\"\nID=ubuntu\n"
 
-// Process is one running operator.
-type Process struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error
-	Log    string
-}
-
 // Start lays out root (binary, /opt/gpu-operator, /host-etc/os-release, /kubeconfig from
 // kubeconfig's bytes) and runs the operator chrooted into it, watching namespace as its
 // OPERATOR_NAMESPACE, without leader election; it returns once its readiness probe answers.
-func Start(ctx context.Context, p *Peer, root string, kubeconfig []byte, namespace, logPath string) (*Process, error) {
+// Stopping it is scaling its Deployment to zero: its objects stay.
+func Start(ctx context.Context, p *Peer, root string, kubeconfig []byte, namespace, logPath string) (*cluster.Server, error) {
 	if err := layout(p, root, kubeconfig); err != nil {
 		return nil, fmt.Errorf("lay out the operator's root %s: %w", root, err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := cluster.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
-	probe := ln.Addr().String()
-	ln.Close()
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
+	probe := "127.0.0.1:" + strconv.Itoa(ports[0])
 	cmd := exec.Command("/gpu-operator", "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address="+probe, "--zap-log-level=info")
 	cmd.Dir = "/"
 	cmd.Env = []string{"OPERATOR_NAMESPACE=" + namespace, "KUBECONFIG=/kubeconfig", "HOME=/tmp"}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start gpu-operator chrooted in %s: %w", root, err)
-	}
-	o := &Process{cmd: cmd, exited: make(chan struct{}), Log: logPath}
-	go func() { o.err = cmd.Wait(); logFile.Close(); close(o.exited) }()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		select {
-		case <-o.exited:
-			return nil, fmt.Errorf("gpu-operator exited at start (%v); log: %s", o.err, logPath)
-		case <-ctx.Done():
-			o.Stop()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if resp, err := http.Get("http://" + probe + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return o, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			o.Stop()
-			return nil, fmt.Errorf("gpu-operator not ready on %s after a minute; log: %s", probe, logPath)
-		}
-	}
-}
-
-// Stop ends the operator as scaling its Deployment to zero does: SIGTERM, then SIGKILL after
-// ten seconds. Its objects stay.
-func (o *Process) Stop() {
-	_ = o.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-o.exited:
-	case <-time.After(10 * time.Second):
-		_ = o.cmd.Process.Kill()
-		<-o.exited
-	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+	return cluster.Serve(ctx, "gpu-operator", cmd, logPath, "http://"+probe+"/readyz", time.Minute)
 }
 
 func layout(p *Peer, root string, kubeconfig []byte) error {
