@@ -36,7 +36,11 @@ import (
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-const operatorNamespace = "gpu-operator"
+const (
+	operatorNamespace = "gpu-operator"
+	// operatorDevicePlugin is the operator's device-plugin DaemonSet (assets/state-device-plugin).
+	operatorDevicePlugin = "nvidia-device-plugin-daemonset"
+)
 
 var clusterPolicyGVR = schema.GroupVersionResource{Group: "nvidia.com", Version: "v1", Resource: "clusterpolicies"}
 
@@ -312,7 +316,7 @@ func (to *takeover) waitOperatorPlugin(t *testing.T, node string) {
 // operatorPlugins maps node → the operator's running device plugin pods there.
 func (to *takeover) operatorPlugins(t *testing.T) map[string][]string {
 	t.Helper()
-	return to.runningPods(t, operatorNamespace, func(owner string) bool { return owner == "nvidia-device-plugin-daemonset" })
+	return to.runningPods(t, operatorNamespace, func(owner string) bool { return owner == operatorDevicePlugin })
 }
 
 // runningPods maps node → running, not terminating pods in ns whose DaemonSet owner matches.
@@ -372,7 +376,6 @@ func (to *takeover) gpuPod(t *testing.T, name, node string) *corev1.Pod {
 func (to *takeover) importLive(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	var docs []string
 	cps, err := to.dyn.Resource(clusterPolicyGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -397,9 +400,8 @@ func (to *takeover) importLive(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs = append(docs, string(b))
 	in := filepath.Join(to.dir, "operator.yaml")
-	if err := os.WriteFile(in, []byte(strings.Join(docs, "---\n")), 0o644); err != nil {
+	if err := os.WriteFile(in, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(env.repoRoot, "bin", "gpupolicy-fn"), "import", "-f", in)
@@ -547,7 +549,7 @@ func (to *takeover) watchTakeover(t *testing.T) (stop func() []string) {
 			ours[ds.Name] = true
 		}
 	}
-	plugins := map[string]bool{"nvidia-device-plugin-daemonset": true}
+	plugins := map[string]bool{operatorDevicePlugin: true}
 	for _, ds := range to.stage[config.LabelDeployDevicePlugin] {
 		plugins[ds.Name] = true
 	}
