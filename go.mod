@@ -6,6 +6,7 @@ require (
 	github.com/NVIDIA/gpu-operator v0.0.0-20250917190837-d73a0086a6ba
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/containerd/containerd/v2 v2.4.2
+	github.com/distribution/reference v0.6.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/google/uuid v1.6.0
 	github.com/kptdev/krm-functions-sdk/go/fn v1.0.2

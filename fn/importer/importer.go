@@ -284,13 +284,20 @@ func (m *mapper) upgrade(f *fields) {
 		drain.Enabled = b
 		m.set("spec.driver.upgrade.drain.enabled", f.path(up+"drain.enable"))
 	}
-	if t := f.str(up + "drain.timeoutSeconds"); t != "" {
+	// With drain off the operator ignores its timeout and selector, and gpupolicy refuses
+	// settings that do nothing: they are reported instead of mapped.
+	draining := drain.Enabled == nil || *drain.Enabled
+	if t := f.str(up + "drain.timeoutSeconds"); t != "" && draining {
 		drain.Timeout = t + "s"
 		m.set("spec.driver.upgrade.drain.timeout", f.path(up+"drain.timeoutSeconds"))
+	} else if t != "" {
+		f.used[up+"drain.timeoutSeconds"] = false
 	}
-	if ps := f.str(up + "drain.podSelector"); ps != "" {
+	if ps := f.str(up + "drain.podSelector"); ps != "" && draining {
 		drain.PodSelector = ps
 		m.set("spec.driver.upgrade.drain.podSelector", f.path(up+"drain.podSelector"))
+	} else if ps != "" {
+		f.used[up+"drain.podSelector"] = false
 	}
 	if *drain != (v1alpha1.DriverDrain{}) {
 		u.Drain, set = drain, true
@@ -306,7 +313,9 @@ func (m *mapper) upgrade(f *fields) {
 		wait.PodSelector = ps
 		m.set("spec.driver.upgrade.waitForJobs.podSelector", f.path(up+"waitForCompletion.podSelector"))
 	}
-	if t := f.str(up + "waitForCompletion.timeoutSeconds"); t != "" && t != "0" {
+	if t := f.str(up + "waitForCompletion.timeoutSeconds"); t != "" && t != "0" && wait.PodSelector == "" {
+		f.used[up+"waitForCompletion.timeoutSeconds"] = false
+	} else if t != "" && t != "0" {
 		wait.Timeout = t + "s"
 		m.set("spec.driver.upgrade.waitForJobs.timeout", f.path(up+"waitForCompletion.timeoutSeconds"))
 	}

@@ -33,11 +33,9 @@ func usesDRA(s *v1alpha1.Spec) bool {
 	return false
 }
 
-// allocation checks the modes and that a DRA pool does not also configure what only the device
-// plugin advertises: a node is served by one of the two, so those settings would either be
-// ignored or mean the GPUs are advertised twice (as nvidia.com/gpu and as ResourceSlices) and
-// handed to two pods.
-func (c *checker) allocation(s *v1alpha1.Spec, w Written) {
+// allocation checks the modes and that DRA has the CDI devices it hands to containerd. What a
+// DRA pool must not configure (the device plugin's own settings) is in v1alpha1.Effects.
+func (c *checker) allocation(s *v1alpha1.Spec) {
 	cdiNeeded := false
 	for _, a := range allocations(s) {
 		if !c.oneOf(a.path, a.value, v1alpha1.AllocationDevicePlugin, v1alpha1.AllocationDRA) || a.value != v1alpha1.AllocationDRA {
@@ -46,27 +44,6 @@ func (c *checker) allocation(s *v1alpha1.Spec, w Written) {
 		if !v1alpha1.Bool(s.Toolkit.CDI) && !cdiNeeded {
 			cdiNeeded = true
 			c.errorf(a.path, a.value, "DRA hands each GPU to containerd as the node's CDI device nvidia.com/gpu=<uuid>, which the toolkit stage writes only with toolkit.cdi: true: set toolkit.cdi: true or allocation: devicePlugin")
-		}
-		if a.pool < 0 {
-			continue
-		}
-		set := w.pools[a.pool]
-		dp := field.NewPath("spec", "nodePools").Index(a.pool).Child("devicePlugin")
-		for _, f := range []struct {
-			name string
-			set  bool
-			val  any
-		}{
-			{"resourceName", set.resourceName != "", set.resourceName},
-			{"migStrategy", set.migStrategy != "", set.migStrategy},
-			{"deviceListStrategy", set.deviceListStrategy != "", set.deviceListStrategy},
-		} {
-			if f.set {
-				c.errorf(dp.Child(f.name), f.val, "the pool's GPUs are allocated through DRA (allocation: dra), and %s configures only the device plugin, which does not run there: a node is served by one of the two, never both; remove %s or set allocation: devicePlugin", f.name, f.name)
-			}
-		}
-		if set.replicas != nil {
-			c.errorf(dp.Child("sharing", "timeSlicing", "replicas"), *set.replicas, "the pool's GPUs are allocated through DRA (allocation: dra), where a GPU is shared by pods referencing one ResourceClaim, not by time-sliced replicas of the device plugin: remove sharing or set allocation: devicePlugin")
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package validate
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"path"
 	"regexp"
@@ -12,40 +14,62 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/distribution/reference"
+
 	"github.com/gpupolicy/gpupolicy/fn/render"
 )
 
-// The image reference grammar of github.com/distribution/reference, written out so the module
-// needs no extra dependency for one regular expression.
-const (
-	domainComponent = `(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])`
-	domainRE        = domainComponent + `(?:\.` + domainComponent + `)*(?::[0-9]+)?`
-	pathComponent   = `[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*`
-	repositoryRE    = `(?:` + domainRE + `/)?` + pathComponent + `(?:/` + pathComponent + `)*`
-	tagRE           = `[\w][\w.-]*` // at most maxTagLen: checked in matchImageRef (see there)
-	digestRE        = `[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}`
-)
+// registryHost is spec.registry: a host[:port] with an optional path, the grammar of
+// github.com/distribution/reference's domain and path components.
+var registryHost = regexp.MustCompile(`^` + reference.DomainRegexp.String() + `(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`)
 
-// maxTagLen is the grammar's bound on a tag, [\w][\w.-]{0,127}.
-const maxTagLen = 128
+// digestAlone matches a pasted digest with no repository ("sha256:<hex>"), which the
+// reference grammar reads as repository "sha256" with the hex as its tag.
+var digestAlone = regexp.MustCompile(`^(sha256|sha384|sha512):[0-9a-fA-F]{32,}$`)
 
-var (
-	repositoryOnly = regexp.MustCompile(`^` + repositoryRE + `$`)
-	imageRef       = regexp.MustCompile(`^(` + repositoryRE + `)(?::(` + tagRE + `))?(?:@(` + digestRE + `))?$`)
-	registryHost   = regexp.MustCompile(`^` + domainRE + `(?:/` + pathComponent + `)*$`)
-)
-
-// matchImageRef is imageRef's submatches of v (1 repository, 2 tag, 3 digest), nil when v is
-// no image reference. The tag's length is checked here rather than by a counted repetition in
-// the expression: {0,127} compiled into 135 KB of program and a tenth of a millisecond, paid by
-// every gpupolicy-fn process at start. The tag is the text after the last ':' that no '/'
-// follows (its characters hold neither ':', '/' nor '@'), so the language is the grammar's.
-func matchImageRef(v string) []string {
-	m := imageRef.FindStringSubmatch(v)
-	if m == nil || len(m[2]) > maxTagLen {
-		return nil
+// imageProblem parses v with the real reference parser (github.com/distribution/reference, as
+// the kubelet and containerd do) and says what is wrong with it and how to fix it; "" when v is
+// an image reference. what names the field's kind ("an image repository") and example is a
+// correct value for it.
+func imageProblem(v, what, example string) (reference.Reference, string) {
+	if digestAlone.MatchString(v) {
+		algo, hex, _ := strings.Cut(v, ":")
+		return nil, fmt.Sprintf("%q is a digest alone, which would be read as repository %q with tag %q: write the repository before it, REPOSITORY@%s, e.g. %q",
+			v, algo, hex, v, example)
 	}
-	return m
+	if _, digest, ok := strings.Cut(v, "@"); ok && !sha256Digest.MatchString(digest) {
+		return nil, fmt.Sprintf("digest %q is not sha256:<64 lower-case hex digits>, the only digest containerd and the kubelet resolve: copy the image's digest whole from the registry (e.g. `crane digest IMAGE`), as REPOSITORY@sha256:...", digest)
+	}
+	ref, err := reference.Parse(v)
+	switch {
+	case err == nil:
+		return ref, ""
+	case errors.Is(err, reference.ErrNameContainsUppercase):
+		return nil, fmt.Sprintf("%q: a repository name must be lower case (registries and the kubelet refuse it): write %q", v, lowerRepository(v))
+	case errors.Is(err, reference.ErrTagInvalidFormat):
+		return nil, fmt.Sprintf("%q has an invalid tag: a tag is up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-', e.g. %q", v, example)
+	case errors.Is(err, reference.ErrNameTooLong):
+		repo, _, _ := strings.Cut(v, "@")
+		if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+			repo = repo[:i]
+		}
+		return nil, fmt.Sprintf("%s: the kubelet would refuse the image on every node (InvalidImageName); use a shorter registry or path", render.ReferenceLimit(repo))
+	}
+	return nil, fmt.Sprintf("%q is not %s (%v): write registry/path in lower case, e.g. %q", v, what, err, example)
+}
+
+// lowerRepository lower-cases the repository part of v, keeping its tag and digest.
+func lowerRepository(v string) string {
+	rest, digest, _ := strings.Cut(v, "@")
+	repo, tag := rest, ""
+	if i := strings.LastIndex(rest, ":"); i > strings.LastIndex(rest, "/") {
+		repo, tag = rest[:i], rest[i:]
+	}
+	out := strings.ToLower(repo) + tag
+	if digest != "" {
+		out += "@" + digest
+	}
+	return out
 }
 
 func (c *checker) dnsLabel(p *field.Path, v string) bool {
@@ -130,45 +154,52 @@ func (c *checker) duration(p *field.Path, v string, lo, warnBelow time.Duration)
 
 // repository checks an image repository without tag or digest (the function appends them).
 func (c *checker) repository(p *field.Path, v, tagFrom string) {
-	if repositoryOnly.MatchString(v) {
-		if why := render.ReferenceLimit(v); why != "" {
+	const example = "nvcr.io/nvidia/driver"
+	ref, why := imageProblem(v, "an image repository", example)
+	if why != "" {
+		c.errorf(p, v, "%s", why)
+		return
+	}
+	named, _ := ref.(reference.Named)
+	_, tagged := ref.(reference.Tagged)
+	_, digested := ref.(reference.Digested)
+	if tagged || digested {
+		c.errorf(p, v, "%q carries a tag or digest: give the repository only, e.g. %q; the tag comes from %s", v, named.Name(), tagFrom)
+		return
+	}
+	if why := render.ReferenceLimit(v); why != "" {
+		c.errorf(p, v, "%s: the kubelet would refuse the image on every node (InvalidImageName); use a shorter registry or path", why)
+	}
+}
+
+// pinnedImage checks a full image reference that must carry a tag or digest; a digest must be
+// sha256:<64 lower-case hex digits> (a release pins the image by it: examples/github-actions).
+func (c *checker) pinnedImage(p *field.Path, v string) {
+	const example = "ghcr.io/gpupolicy/gpupolicy:v0.1.0"
+	ref, why := imageProblem(v, "an image reference", example)
+	if why != "" {
+		c.errorf(p, v, "%s", why)
+		return
+	}
+	named, _ := ref.(reference.Named)
+	tagged, isTagged := ref.(reference.Tagged)
+	_, isDigested := ref.(reference.Digested)
+	switch {
+	case !isTagged && !isDigested:
+		c.errorf(p, v, "%q has no tag or digest: pin it (\"%s:v0.1.0\" or @sha256:...) so the rendered output is reproducible", v, v)
+	case isTagged && !isDigested && tagged.Tag() == "latest":
+		c.warnf(p, v, "%q uses the moving tag latest: nodes may run different builds; pin a version tag or digest", v)
+	}
+	if named != nil {
+		if why := render.ReferenceLimit(named.Name()); why != "" {
 			c.errorf(p, v, "%s: the kubelet would refuse the image on every node (InvalidImageName); use a shorter registry or path", why)
 		}
-		return
 	}
-	if m := matchImageRef(v); m != nil {
-		c.errorf(p, v, "%q carries a tag or digest: give the repository only, e.g. %q; the tag comes from %s", v, m[1], tagFrom)
-		return
-	}
-	c.errorf(p, v, "%q is not an image repository: write registry/path in lower case, e.g. \"nvcr.io/nvidia/driver\"", v)
 }
 
 // sha256Digest is the only digest form containerd and the kubelet resolve: the OCI
 // registries' content address, lower-case hex.
 var sha256Digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-
-// pinnedImage checks a full image reference that must carry a tag or digest; a digest must be
-// sha256:<64 lower-case hex digits> (a release pins the image by it: examples/github-actions).
-func (c *checker) pinnedImage(p *field.Path, v string) {
-	if _, digest, ok := strings.Cut(v, "@"); ok && !sha256Digest.MatchString(digest) {
-		c.errorf(p, v, "digest %q is not sha256:<64 lower-case hex digits>: copy the image's digest whole from the registry (e.g. `docker buildx imagetools inspect IMAGE`), as REPOSITORY@sha256:...", digest)
-		return
-	}
-	m := matchImageRef(v)
-	switch {
-	case m == nil:
-		c.errorf(p, v, "%q is not an image reference: write registry/repository:tag or @sha256:digest, e.g. \"ghcr.io/gpupolicy/gpupolicy:v0.1.0\"", v)
-	case m[2] == "" && m[3] == "":
-		c.errorf(p, v, "%q has no tag or digest: pin it (\"%s:v0.1.0\" or @sha256:...) so the rendered output is reproducible", v, v)
-	case m[2] == "latest" && m[3] == "":
-		c.warnf(p, v, "%q uses the moving tag latest: nodes may run different builds; pin a version tag or digest", v)
-	}
-	if m != nil {
-		if why := render.ReferenceLimit(m[1]); why != "" {
-			c.errorf(p, v, "%s: the kubelet would refuse the image on every node (InvalidImageName); use a shorter registry or path", why)
-		}
-	}
-}
 
 func (c *checker) tolerations(p *field.Path, ts []corev1.Toleration) {
 	for i, t := range ts {

@@ -29,6 +29,12 @@ func (c *checker) mig(np *v1alpha1.NodePool, pool *field.Path) {
 				m.GPUProduct, strings.Join(mig.ProductNames(), ", "))
 		}
 	}
+	if sel := np.NodeSelector[config.LabelGPUProduct]; product == nil && m.GPUProduct == "" {
+		// The pool selects one model: its layouts are checked against it as if gpuProduct said so.
+		if pr, ok := mig.Products[sel]; ok {
+			product = &pr
+		}
+	}
 	lp := p.Child("layouts")
 	if len(m.Layouts) == 0 {
 		c.errorf(lp, nil, "declares no layout: add one, e.g. all-1g.10gb: [{devices: all, profiles: {\"1g.10gb\": 7}}], or remove mig")

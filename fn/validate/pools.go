@@ -20,12 +20,13 @@ import (
 // it inherits is reported once, at spec.devicePlugin, and one it repeats is reported at the
 // pool too.
 type Written struct {
-	pools []devicePluginSet // by index of spec.nodePools
+	pools   []devicePluginSet // by index of spec.nodePools
+	effects []setEffect       // the set fields that take effect only under a condition
 }
 
 // WrittenOf records what p sets. Call it on the decoded policy, before v1alpha1.Default.
 func WrittenOf(p *v1alpha1.GPUPolicy) Written {
-	w := Written{pools: make([]devicePluginSet, len(p.Spec.NodePools))}
+	w := Written{pools: make([]devicePluginSet, len(p.Spec.NodePools)), effects: effectsSet(p)}
 	for i := range p.Spec.NodePools {
 		w.pools[i] = setIn(p.Spec.NodePools[i].DevicePlugin)
 	}
@@ -180,6 +181,9 @@ func (c *checker) nodePools(s *v1alpha1.Spec, w Written, p *field.Path) {
 		}
 		if np.Driver != nil {
 			c.poolDriver(s, np, ip.Child("driver"))
+		}
+		if len(np.NodeSelector) > 0 && v1alpha1.Bool(s.FeatureDiscovery.Enabled) {
+			c.poolSelection(s, np, ip)
 		}
 	}
 	sorted := make([][]labelPair, len(s.NodePools))

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -36,6 +37,8 @@ func (c *checker) resources(p *field.Path, r *corev1.ResourceRequirements) {
 				c.errorf(np, q.String(), "%s is not a resource a node program may use: set only cpu, memory and ephemeral-storage (a GPU or other extended resource would be taken from the workloads)", name)
 			case q.Sign() < 0:
 				c.errorf(np, q.String(), "%s is negative: give a quantity such as 64Mi (memory) or 20m (cpu)", q.String())
+			default:
+				c.quantity(np, name, q)
 			}
 		}
 	}
@@ -47,6 +50,43 @@ func (c *checker) resources(p *field.Path, r *corev1.ResourceRequirements) {
 	}
 	if len(r.Claims) > 0 {
 		c.errorf(p.Child("claims"), len(r.Claims), "resource claims are not rendered for node programs (their pods have no resourceClaims): remove resources.claims")
+	}
+}
+
+// Plausible bounds of a node program's resources. Each program is a small Go process (tens of
+// MiB, a few millicores at rest, BENCHMARKS.md); the bounds are far outside that and catch the
+// unit slips that parse: memory "256m" is 0.256 bytes (every container OOM-killed at start),
+// "256" is 256 bytes, cpu "100" is 100 cores (the pod never schedules).
+var (
+	minBytes  = resource.MustParse("1Mi")
+	maxMemory = resource.MustParse("64Gi")
+	maxCPU    = resource.MustParse("4")
+	minCPU    = resource.MustParse("1m")
+)
+
+// quantity refuses a resource quantity whose unit is almost certainly a slip.
+func (c *checker) quantity(p *field.Path, name corev1.ResourceName, q resource.Quantity) {
+	if q.IsZero() {
+		return // 0 asks for nothing: a request of none is valid
+	}
+	v := q.String()
+	switch name {
+	case corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+		switch {
+		case q.Cmp(minBytes) < 0 && strings.HasSuffix(v, "m"):
+			c.errorf(p, v, "%s is %s thousandths of a byte: 'm' means milli, not mega, so every container would be killed at start; write %sMi (mebibytes) or %sM (megabytes)", v, strings.TrimSuffix(v, "m"), strings.TrimSuffix(v, "m"), strings.TrimSuffix(v, "m"))
+		case q.Cmp(minBytes) < 0:
+			c.errorf(p, v, "%s is %s bytes, below 1Mi, which no program runs in: a number without a unit is bytes; write it with a unit, e.g. %sMi", v, v, strings.TrimRight(v, "kKi"))
+		case name == corev1.ResourceMemory && q.Cmp(maxMemory) > 0:
+			c.errorf(p, v, "%s is more than a node program may take on every GPU node (at most %s; the programs use tens of MiB): check the unit, e.g. %sMi was meant", v, maxMemory.String(), strings.TrimRight(v, "GTPEi"))
+		}
+	case corev1.ResourceCPU:
+		switch {
+		case q.Cmp(maxCPU) > 0:
+			c.errorf(p, v, "%s is %s whole cores on every GPU node (at most %s): millicores are written with 'm', e.g. %sm", v, v, maxCPU.String(), v)
+		case q.Cmp(minCPU) < 0:
+			c.errorf(p, v, "%s is below 1m, the smallest CPU share Kubernetes grants: write at least 1m, e.g. 10m", v)
+		}
 	}
 }
 
@@ -83,14 +123,11 @@ func (c *checker) maxUnavailable(mp *field.Path, mu *intstr.IntOrString) {
 var ownLabels = []string{render.LabelName, render.LabelInstance, render.LabelManagedBy, render.LabelPartOf, render.LabelComponent}
 
 // selectorLabels checks the labels a Prometheus selects ServiceMonitors or rules by.
-func (c *checker) selectorLabels(p *field.Path, m map[string]string, rendered bool, toggle string) {
+func (c *checker) selectorLabels(p *field.Path, m map[string]string) {
 	c.labelMap(p, m)
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if slices.Contains(ownLabels, k) {
 			c.errorf(p.Key(k), m[k], "%s is a label gpupolicy-fn sets on every object it renders: use your Prometheus's selector label instead, e.g. release: kube-prometheus-stack", k)
 		}
-	}
-	if len(m) > 0 && !rendered {
-		c.infof(p, len(m), "has no effect while exporter.%s is false (or the exporter is disabled)", toggle)
 	}
 }

@@ -225,12 +225,8 @@ func (c *checker) exporter(e *v1alpha1.Exporter, p *field.Path) {
 		c.errorf(p.Child("interval"), e.Interval, "%s is longer than the limit of %s: it is also the ServiceMonitor's scrape interval, and Prometheus drops a series not scraped for %s (its lookback), so GPU series would vanish between scrapes and the GPU alerts (GPULost, 10-minute XID and ECC windows) would never fire; use at most %s, e.g. %q",
 			e.Interval, v1alpha1.MaxExporterInterval, v1alpha1.PrometheusLookback, v1alpha1.MaxExporterInterval, v1alpha1.DefaultExporterInterval)
 	}
-	if v1alpha1.Bool(e.PodAttribution) && !v1alpha1.Bool(e.Enabled) {
-		c.infof(p.Child("podAttribution"), true, "has no effect while exporter.enabled is false")
-	}
-	on := v1alpha1.Bool(e.Enabled)
-	c.selectorLabels(p.Child("serviceMonitorLabels"), e.ServiceMonitorLabels, on && v1alpha1.Bool(e.ServiceMonitor), "serviceMonitor")
-	c.selectorLabels(p.Child("prometheusRuleLabels"), e.PrometheusRuleLabels, on && v1alpha1.Bool(e.PrometheusRule), "prometheusRule")
+	c.selectorLabels(p.Child("serviceMonitorLabels"), e.ServiceMonitorLabels)
+	c.selectorLabels(p.Child("prometheusRuleLabels"), e.PrometheusRuleLabels)
 	c.resources(p.Child("resources"), e.Resources)
 	c.updateStrategy(p.Child("updateStrategy"), e.UpdateStrategy)
 }

@@ -13,9 +13,7 @@ import (
 // when a node's driver differs from the policy's, and how they replace a driver container.
 func (c *checker) driverUpgrade(s *v1alpha1.Spec, p *field.Path) {
 	d := &s.Driver
-	if c.oneOf(p.Child("onDrift"), d.OnDrift, v1alpha1.OnDriftReport, v1alpha1.OnDriftTaint) && d.OnDrift == v1alpha1.OnDriftTaint && !preinstalledStage(s) {
-		c.infof(p.Child("onDrift"), d.OnDrift, "has no effect: every driver stage runs the driver container (source: container), which the agents upgrade instead of tainting the node")
-	}
+	c.oneOf(p.Child("onDrift"), d.OnDrift, v1alpha1.OnDriftReport, v1alpha1.OnDriftTaint)
 	u := d.Upgrade
 	if u == nil {
 		return
@@ -26,7 +24,7 @@ func (c *checker) driverUpgrade(s *v1alpha1.Spec, p *field.Path) {
 		dp := up.Child("drain")
 		c.timeout(dp.Child("timeout"), u.Drain.Timeout, "10m")
 		c.podSelector(dp.Child("podSelector"), u.Drain.PodSelector)
-		if !v1alpha1.Bool(u.Drain.Enabled) && containerStage(s) {
+		if !v1alpha1.Bool(u.Drain.Enabled) && s.UsesDriverSource(v1alpha1.SourceContainer) {
 			c.warnf(dp.Child("enabled"), false, "the driver pod is replaced with GPU pods still running on the node: their GPUs vanish under them while the old driver unloads; keep drain enabled unless the jobs tolerate it")
 		}
 	}
@@ -84,20 +82,4 @@ func (c *checker) poolDriver(s *v1alpha1.Spec, np *v1alpha1.NodePool, p *field.P
 			c.cudaMatrixAt(&pooled, p.Child("version"), "nodePools["+np.Name+"].driver.version")
 		}
 	}
-}
-
-// preinstalledStage and containerStage say whether some driver stage uses that source.
-func preinstalledStage(s *v1alpha1.Spec) bool { return someStage(s, v1alpha1.SourcePreinstalled) }
-func containerStage(s *v1alpha1.Spec) bool    { return someStage(s, v1alpha1.SourceContainer) }
-
-func someStage(s *v1alpha1.Spec, source string) bool {
-	if s.Driver.Source == source && len(s.DriverPools()) < len(s.NodePools)+1 {
-		return true
-	}
-	for _, np := range s.DriverPools() {
-		if d, _ := s.PoolDriver(np); d.Source == source {
-			return true
-		}
-	}
-	return false
 }

@@ -47,10 +47,11 @@ func Policy(p *v1alpha1.GPUPolicy, w Written, opts Options) Results {
 	c.resources(spec.Child("featureDiscovery", "resources"), p.Spec.FeatureDiscovery.Resources)
 	c.updateStrategy(spec.Child("featureDiscovery", "updateStrategy"), p.Spec.FeatureDiscovery.UpdateStrategy)
 	c.nodePools(&p.Spec, w, spec.Child("nodePools"))
-	c.allocation(&p.Spec, w)
+	c.allocation(&p.Spec)
 	c.kubernetes(&p.Spec, spec)
 	c.images(&p.Spec, spec)
 	c.derivedNames(p)
+	c.deadSettings(&p.Spec, w)
 	return c.res
 }
 

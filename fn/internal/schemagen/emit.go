@@ -179,7 +179,7 @@ func writeRows(b *strings.Builder, path string, n *node) {
 		if slices.Contains(n.required, p.name) {
 			req = " **required**"
 		}
-		fmt.Fprintf(b, "| `%s` | %s | %s | %s%s |\n", fp, typeName(p.node), defaultText(fp, p.node), cell(p.description), req)
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s%s%s |\n", fp, typeName(p.node), defaultText(fp, p.node), cell(p.description), req, effectText(fp))
 		child := p.node
 		if child.items != nil && child.items.goType == "" {
 			writeRows(b, fp+"[]", child.items)
@@ -258,4 +258,16 @@ func tighter(bound *int64, limit int64, pick func(a, b int64) int64) *int64 {
 	}
 	v := pick(*bound, limit)
 	return &v
+}
+
+// effectText is the field's condition from v1alpha1.Effects, the table validation refuses a
+// dead setting by; "" for a field that always takes effect.
+func effectText(path string) string {
+	pattern := strings.ReplaceAll(path, "[]", "[*]")
+	for _, e := range v1alpha1.Effects {
+		if e.Field == pattern {
+			return " **Takes effect only when** " + cell(e.When) + "; set otherwise, it is refused."
+		}
+	}
+	return ""
 }
