@@ -58,7 +58,7 @@ type alert struct {
 // prometheusRule holds the alerts on the exporter's metrics (names in
 // docs of plugin/exporter): a GPU off the bus, XIDs the device plugin does not ignore, heat,
 // uncorrectable memory errors, driver drift from driver.version, a node whose stack is held back,
-// and a stale exporter.
+// a stage whose pods stay unready, and a stale exporter.
 func (c *plan) prometheusRule() Object {
 	s := &c.p.Spec
 	alerts := []alert{
@@ -78,6 +78,12 @@ func (c *plan) prometheusRule() Object {
 		// Prometheus as the agent's Node condition, through kube-state-metrics.
 		{"GPUStackHeldBack", `kube_node_status_condition{condition="GPUStackReady",status="false"} == 1`, "15m", "warning",
 			"{{ $labels.node }}: the GPU stack is held back; kubectl describe node {{ $labels.node }} (condition GPUStackReady) says why"},
+		// A stage DaemonSet with a pod that is not ready on a node it should serve, for longer than
+		// a driver upgrade slot holds a node (kube-state-metrics' DaemonSet status). The gates
+		// keep a held-back node out of the later stages' DaemonSets, so this is a program that
+		// does not work, not a node the policy holds back (GPUStackHeldBack).
+		{"GPUStageUnavailable", fmt.Sprintf(`kube_daemonset_status_number_unavailable{namespace=%q} > 0`, c.ns), "30m", "warning",
+			"DaemonSet {{ $labels.namespace }}/{{ $labels.daemonset }} has had {{ $value }} nodes without a ready pod for 30 minutes; kubectl -n {{ $labels.namespace }} describe daemonset {{ $labels.daemonset }}"},
 		{"GPUExporterStale", fmt.Sprintf("time() - gpupolicy_exporter_last_collection_timestamp_seconds > %d", staleAfter(s.Exporter.Interval)), "0m", "warning",
 			"the GPU exporter on {{ $labels.Hostname }} has not read NVML for over three intervals"},
 	}

@@ -59,7 +59,7 @@ func TestPrometheusRulesPromtool(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: promtool check rules: %v\n%s\n%s", name, err, out, b)
 		}
-		if !strings.Contains(string(out), "SUCCESS: 8 rules found") {
+		if !strings.Contains(string(out), "SUCCESS: 9 rules found") {
 			t.Errorf("%s: %s", name, out)
 		}
 		checked++
@@ -111,7 +111,9 @@ func ptr[T any](v T) *T { return &v }
 // until the XID first happens, then 1 (plugin/exporter/metrics's TestXIDAlertOnRealScrape
 // feeds a real scrape); an XID 79 that happened long before (GPU 1) does not fire, nor GPU 0's 10 minutes on.
 // A node whose GPUStackReady condition stays False (kube-state-metrics' series) fires
-// GPUStackHeldBack after 15 minutes, a ready one does not.
+// GPUStackHeldBack after 15 minutes, a ready one does not. A stage DaemonSet of the policy's
+// namespace with an unready pod fires GPUStageUnavailable after 30 minutes; one with none, or
+// another namespace's, does not.
 const alertTests = `rule_files: [rules.yaml]
 evaluation_interval: 1m
 tests:
@@ -133,7 +135,20 @@ tests:
     values: '1x30'
   - series: 'kube_node_status_condition{node="ready", condition="GPUStackReady", status="false"}'
     values: '0x30'
+  - series: 'kube_daemonset_status_number_unavailable{namespace="gpu-system", daemonset="gpu-exporter"}'
+    values: '1x40'
+  - series: 'kube_daemonset_status_number_unavailable{namespace="gpu-system", daemonset="gpu-device-plugin"}'
+    values: '0x40'
+  - series: 'kube_daemonset_status_number_unavailable{namespace="kube-system", daemonset="kube-proxy"}'
+    values: '3x40'
   alert_rule_test:
+  - eval_time: 20m
+    alertname: GPUStageUnavailable
+  - eval_time: 35m
+    alertname: GPUStageUnavailable
+    exp_alerts:
+    - exp_labels: {severity: warning, namespace: gpu-system, daemonset: gpu-exporter}
+      exp_annotations: {summary: "DaemonSet gpu-system/gpu-exporter has had 1 nodes without a ready pod for 30 minutes; kubectl -n gpu-system describe daemonset gpu-exporter"}
   - eval_time: 10m
     alertname: GPUStackHeldBack
   - eval_time: 20m
