@@ -6,32 +6,38 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpupolicy/gpupolicy/e2e/internal/observers"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
 )
 
-// checkHeldBackAlert evaluates the rendered PrometheusRule with Prometheus' promtool over the
-// series kube-state-metrics exports for the fleet's GPUStackReady conditions as the agents
-// wrote them (kube_node_status_condition{node, condition, status="true|false|unknown"}, 1 for
-// the condition's status, 0 for the others): GPUStackHeldBack fires for exactly the held-back
-// nodes. (kube-state-metrics itself is not served by the module proxy here, so its export is
-// written from the API's conditions; promtool is the real evaluator.)
-func (fe *fleetEnv) checkHeldBackAlert(t *testing.T, objs []*unstructured.Unstructured) {
+// checkAlerts evaluates the rendered PrometheusRule with Prometheus' promtool over what the
+// real kube-state-metrics exports for the fleet: the GPUStackReady conditions the agents wrote
+// (kube_node_status_condition) and the stage DaemonSets' status
+// (kube_daemonset_status_number_unavailable), scraped from its /metrics once they agree with
+// the API server. GPUStackHeldBack must fire for exactly the held-back nodes and
+// GPUStageUnavailable for exactly the DaemonSets of the policy's namespace the API server
+// reports with unavailable pods; each is quiet everywhere else.
+func (fe *fleetEnv) checkAlerts(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
+	ctx := context.Background()
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("promtool not installed (Debian package prometheus)")
 		}
-		t.Log("promtool not installed: GPUStackHeldBack not evaluated")
+		t.Log("promtool not installed: the alerts are not evaluated")
 		return
 	}
 	var rules map[string]any
@@ -43,43 +49,67 @@ func (fe *fleetEnv) checkHeldBackAlert(t *testing.T, objs []*unstructured.Unstru
 	if rules == nil {
 		t.Fatal("the rendered fleet has no PrometheusRule")
 	}
-	var series, alerts []string
-	for _, n := range fe.nodes {
-		node, err := fe.cs.CoreV1().Nodes().Get(context.Background(), n.name, metav1.GetOptions{})
+	ksm, err := observers.StartKubeStateMetrics(ctx, observerPeers(t), fe.dir, fe.c.Kubeconfig, "nodes,daemonsets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ksm.Stop()
+
+	// The API server's view, which the alerts must follow, and kube-state-metrics' export of it.
+	var samples []observers.Sample
+	var heldBack, unavailable []string
+	eventually(t, time.Minute, "kube-state-metrics exporting the fleet's conditions and DaemonSets as the API server has them", func() (bool, string) {
+		heldBack, unavailable = fe.apiAlertState(t)
+		samples, err = ksm.Scrape(ctx, "kube_node_status_condition", "kube_daemonset_status_number_unavailable")
 		if err != nil {
-			t.Fatal(err)
+			return false, err.Error()
 		}
-		status := ""
-		for _, c := range node.Status.Conditions {
-			if c.Type == config.ConditionGPUStackReady {
-				status = strings.ToLower(string(c.Status))
+		var gotHeld, gotUnavailable []string
+		for _, s := range samples {
+			switch {
+			case s.Name == "kube_node_status_condition" && s.Labels["condition"] == config.ConditionGPUStackReady && s.Labels["status"] == "false" && s.Value == 1:
+				gotHeld = append(gotHeld, s.Labels["node"])
+			case s.Name == "kube_daemonset_status_number_unavailable" && s.Labels["namespace"] == fe.ns && s.Value > 0:
+				gotUnavailable = append(gotUnavailable, s.Labels["daemonset"])
 			}
 		}
-		if status == "" {
-			continue // the CPU node: no agent, no condition
-		}
-		for _, s := range []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown} {
-			v := "0x30"
-			if strings.ToLower(string(s)) == status {
-				v = "1x30"
-			}
-			series = append(series, fmt.Sprintf("  - series: 'kube_node_status_condition{node=%q, condition=%q, status=%q}'\n    values: '%s'", n.name, config.ConditionGPUStackReady, strings.ToLower(string(s)), v))
-		}
-		if status == "false" {
-			alerts = append(alerts, fmt.Sprintf("    - exp_labels: {severity: warning, node: %s, condition: %s, status: \"false\"}\n      exp_annotations: {summary: \"%s: the GPU stack is held back; kubectl describe node %s (condition GPUStackReady) says why\"}", n.name, config.ConditionGPUStackReady, n.name, n.name))
+		sort.Strings(gotHeld)
+		sort.Strings(gotUnavailable)
+		return slices.Equal(gotHeld, heldBack) && slices.Equal(gotUnavailable, unavailable),
+			fmt.Sprintf("held back: API %v, exported %v; unavailable: API %v, exported %v", heldBack, gotHeld, unavailable, gotUnavailable)
+	})
+	if want := fe.heldBackCount(); len(heldBack) != want {
+		t.Fatalf("%d nodes have GPUStackReady=False (%v), want the %d held back", len(heldBack), heldBack, want)
+	}
+
+	series := make([]string, 0, len(samples))
+	for _, s := range samples {
+		series = append(series, fmt.Sprintf("  - series: '%s'\n    values: '%gx50'", s.Series, s.Value))
+	}
+	var held, stages []string
+	for _, n := range heldBack {
+		held = append(held, fmt.Sprintf("    - exp_labels: {severity: warning, node: %s, condition: %s, status: \"false\"}\n      exp_annotations: {summary: \"%s: the GPU stack is held back; kubectl describe node %s (condition GPUStackReady) says why\"}", n, config.ConditionGPUStackReady, n, n))
+	}
+	for _, s := range samples {
+		if s.Name == "kube_daemonset_status_number_unavailable" && s.Labels["namespace"] == fe.ns && s.Value > 0 {
+			ds := s.Labels["daemonset"]
+			stages = append(stages, fmt.Sprintf("    - exp_labels: {severity: warning, namespace: %s, daemonset: %s}\n      exp_annotations: {summary: \"DaemonSet %s/%s has had %g nodes without a ready pod for 30 minutes; kubectl -n %s describe daemonset %s\"}", fe.ns, ds, fe.ns, ds, s.Value, fe.ns, ds))
 		}
 	}
-	sort.Strings(alerts)
-	if want := fe.heldBackCount(); len(alerts) != want {
-		t.Fatalf("%d nodes have GPUStackReady=False, want the %d held back", len(alerts), want)
+	test := func(alert string, exp []string) string {
+		t := "  - eval_time: 40m\n    alertname: " + alert + "\n    exp_alerts:"
+		if len(exp) == 0 {
+			return t + " []\n"
+		}
+		return t + "\n" + strings.Join(exp, "\n") + "\n"
 	}
+	tests := "rule_files: [rules.yaml]\nevaluation_interval: 1m\ntests:\n- interval: 1m\n  input_series:\n" + strings.Join(series, "\n") +
+		"\n  alert_rule_test:\n" + test("GPUStackHeldBack", held) + test("GPUStageUnavailable", stages)
 	dir := t.TempDir()
 	b, err := yaml.Marshal(rules)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := "rule_files: [rules.yaml]\nevaluation_interval: 1m\ntests:\n- interval: 1m\n  input_series:\n" + strings.Join(series, "\n") +
-		"\n  alert_rule_test:\n  - eval_time: 20m\n    alertname: GPUStackHeldBack\n    exp_alerts:\n" + strings.Join(alerts, "\n") + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +119,58 @@ func (fe *fleetEnv) checkHeldBackAlert(t *testing.T, objs []*unstructured.Unstru
 	cmd := exec.Command(promtool, "test", "rules", "tests.yaml")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules (GPUStackHeldBack for the held-back nodes): %v\n%s", err, out)
+		t.Fatalf("promtool test rules over kube-state-metrics' series: %v\n%s\n%s", err, out, tests)
 	}
-	t.Logf("   GPUStackHeldBack fires for the %d held-back nodes and no other (promtool)", len(alerts))
+	t.Logf("   on kube-state-metrics' %d series: GPUStackHeldBack fires for the %d held-back nodes, GPUStageUnavailable for %v, no other (promtool)",
+		len(samples), len(held), unavailable)
+}
+
+// apiAlertState is what the alerts must say, read from the API server: the nodes whose
+// GPUStackReady is False, and the DaemonSets of the policy's namespace with unavailable pods.
+func (fe *fleetEnv) apiAlertState(t *testing.T) (heldBack, unavailable []string) {
+	t.Helper()
+	ctx := context.Background()
+	nodes, err := fe.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == config.ConditionGPUStackReady && c.Status == corev1.ConditionFalse {
+				heldBack = append(heldBack, n.Name)
+			}
+		}
+	}
+	dss, err := fe.cs.AppsV1().DaemonSets(fe.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ds := range dss.Items {
+		if ds.Status.NumberUnavailable > 0 {
+			unavailable = append(unavailable, ds.Name)
+		}
+	}
+	sort.Strings(heldBack)
+	sort.Strings(unavailable)
+	return heldBack, unavailable
+}
+
+var (
+	observersOnce sync.Once
+	observersPeer *observers.Peer
+	observersErr  error
+)
+
+// observerPeers builds (once, cached across runs) NFD's nfd-master and kube-state-metrics.
+func observerPeers(t *testing.T) *observers.Peer {
+	t.Helper()
+	observersOnce.Do(func() {
+		observersPeer, observersErr = observers.Ensure(filepath.Join(env.repoRoot, "e2e", "hack", "build-nfd-ksm.sh"))
+	})
+	if observersErr != nil {
+		t.Fatal(observersErr)
+	}
+	return observersPeer
 }
 
 func (fe *fleetEnv) heldBackCount() int {

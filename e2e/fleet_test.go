@@ -103,7 +103,7 @@ func TestFleetFlux(t *testing.T) {
 	t.Logf("   every stage Ready %s after the fix (%v)", time.Since(fixed).Round(time.Second), took)
 	fe.waitNodes(t, 2*time.Minute)
 	fe.checkHeldBack(t)
-	fe.checkHeldBackAlert(t, fe.objects(t, tree))
+	fe.checkAlerts(t, fe.objects(t, tree))
 
 	// 3. Driver bump with source: container, first with kstatus' own DaemonSet rule (the
 	// layout without healthCheckExprs), then as rendered.
@@ -470,7 +470,7 @@ func TestFleetArgo(t *testing.T) {
 	sync("fixed", argoPolicy)
 	fe.waitNodes(t, 2*time.Minute)
 	fe.checkHeldBack(t)
-	fe.checkHeldBackAlert(t, fe.objects(t, fe.render(t, argoPolicy, "")))
+	fe.checkAlerts(t, fe.objects(t, fe.render(t, argoPolicy, "")))
 
 	t.Log("3. driver bump to source: container (OnDelete)")
 	bumped := strings.Replace(argoPolicy, "source: preinstalled", "source: container\n    os: ubuntu22.04", 1)

@@ -29,6 +29,8 @@ echo "e2e: GitOps engines in $gitops_dir"
 # ~/.cache/gpupolicy/peers; the cold build takes about 2 min on two cores.
 operator_dir=$(bash e2e/hack/build-operator.sh | tail -n 1) || finish $?
 echo "e2e: gpu-operator in $operator_dir"
+observers_dir=$(bash e2e/hack/build-nfd-ksm.sh | tail -n 1) || finish $?
+echo "e2e: nfd-master and kube-state-metrics in $observers_dir"
 cd e2e || finish 1
 # -p 1: each package (the main suite, e2e/realnode, e2e/image) starts its own control plane
 # or real node; run one at a time so they never compete for ports, the kubelet directory, CPU.
