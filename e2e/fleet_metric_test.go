@@ -155,22 +155,19 @@ func (fe *fleetEnv) apiAlertState(t *testing.T) (heldBack, unavailable []string)
 	return heldBack, unavailable
 }
 
-var (
-	observersOnce sync.Once
-	observersPeer *observers.Peer
-	observersErr  error
-)
+// ensureObservers builds (once per run; cached across runs) NFD's nfd-master and
+// kube-state-metrics.
+var ensureObservers = sync.OnceValues(func() (*observers.Peer, error) {
+	return observers.Ensure(filepath.Join(env.repoRoot, "e2e", "hack", "build-nfd-ksm.sh"))
+})
 
-// observerPeers builds (once, cached across runs) NFD's nfd-master and kube-state-metrics.
 func observerPeers(t *testing.T) *observers.Peer {
 	t.Helper()
-	observersOnce.Do(func() {
-		observersPeer, observersErr = observers.Ensure(filepath.Join(env.repoRoot, "e2e", "hack", "build-nfd-ksm.sh"))
-	})
-	if observersErr != nil {
-		t.Fatal(observersErr)
+	p, err := ensureObservers()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return observersPeer
+	return p
 }
 
 func (fe *fleetEnv) heldBackCount() int {

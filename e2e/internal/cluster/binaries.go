@@ -171,3 +171,17 @@ func holdReadiness(docs, containers []string) ([]string, error) {
 	}
 	return nil, fmt.Errorf("kwok's pod stages have no pod-ready stage; cannot hold readiness for %v", containers)
 }
+
+// BuildPeer runs a peer's build script (e2e/hack/build-*.sh: it returns at once when its cache
+// is complete, and logs to stderr while it builds) and returns the directory it prints on its
+// last line.
+func BuildPeer(script string) (string, error) {
+	cmd := exec.Command("bash", script)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s failed: %w", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}

@@ -59,14 +59,10 @@ type Binaries struct {
 // EnsureBinaries runs build-gitops.sh (it returns at once when everything is cached) and
 // returns the cached paths.
 func EnsureBinaries(script string) (*Binaries, error) {
-	cmd := exec.Command("bash", script)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	root, err := cluster.BuildPeer(script)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", script, err)
+		return nil, err
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	root := lines[len(lines)-1]
 	b := &Binaries{
 		KustomizeController: filepath.Join(root, "kustomize-controller-"+KustomizeControllerVersion, "kustomize-controller"),
 		FluxCRDs:            filepath.Join(root, "kustomize-controller-"+KustomizeControllerVersion, "crds"),

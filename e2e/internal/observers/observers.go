@@ -32,14 +32,10 @@ type Peer struct {
 // Ensure runs buildScript (cached; cold, about five minutes on two cores) and returns the build
 // it prints.
 func Ensure(buildScript string) (*Peer, error) {
-	cmd := exec.Command("bash", buildScript)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	dir, err := cluster.BuildPeer(buildScript)
 	if err != nil {
-		return nil, fmt.Errorf("%s failed: %w", buildScript, err)
+		return nil, err
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	dir := lines[len(lines)-1]
 	p := &Peer{NFDMaster: filepath.Join(dir, "nfd-master"), KubeStateMetrics: filepath.Join(dir, "kube-state-metrics"), CRDs: filepath.Join(dir, "crds")}
 	for _, f := range []string{p.NFDMaster, p.KubeStateMetrics, filepath.Join(p.CRDs, "nfd-api-crds.yaml")} {
 		if _, err := os.Stat(f); err != nil {

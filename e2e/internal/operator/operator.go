@@ -35,14 +35,10 @@ type Peer struct {
 // Ensure runs buildScript (hack/build-operator.sh; cached, the cold build takes about two
 // minutes on two cores) and returns the build it prints.
 func Ensure(buildScript string) (*Peer, error) {
-	cmd := exec.Command("bash", buildScript)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	dir, err := cluster.BuildPeer(buildScript)
 	if err != nil {
-		return nil, fmt.Errorf("%s failed: %w", buildScript, err)
+		return nil, err
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	dir := lines[len(lines)-1]
 	p := &Peer{Dir: dir, Bin: filepath.Join(dir, "gpu-operator"), Opt: filepath.Join(dir, "opt", "gpu-operator"), CRDs: filepath.Join(dir, "crds"),
 		Chart:   filepath.Join(dir, "chart"),
 		Version: strings.TrimPrefix(filepath.Base(dir), "gpu-operator-")}
