@@ -69,9 +69,12 @@ func (c *checker) quantity(p *field.Path, name corev1.ResourceName, q resource.Q
 	if q.IsZero() {
 		return // 0 asks for nothing: a request of none is valid
 	}
-	v := q.String()
 	switch name {
 	case corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+		if q.Cmp(minBytes) >= 0 && (name != corev1.ResourceMemory || q.Cmp(maxMemory) <= 0) {
+			return
+		}
+		v := q.String()
 		switch {
 		case q.Cmp(minBytes) < 0 && strings.HasSuffix(v, "m"):
 			c.errorf(p, v, "%s is %s thousandths of a byte: 'm' means milli, not mega, so every container would be killed at start; write %sMi (mebibytes) or %sM (megabytes)", v, strings.TrimSuffix(v, "m"), strings.TrimSuffix(v, "m"), strings.TrimSuffix(v, "m"))
@@ -81,6 +84,10 @@ func (c *checker) quantity(p *field.Path, name corev1.ResourceName, q resource.Q
 			c.errorf(p, v, "%s is more than a node program may take on every GPU node (at most %s; the programs use tens of MiB): check the unit, e.g. %sMi was meant", v, maxMemory.String(), strings.TrimRight(v, "GTPEi"))
 		}
 	case corev1.ResourceCPU:
+		if q.Cmp(maxCPU) <= 0 && q.Cmp(minCPU) >= 0 {
+			return
+		}
+		v := q.String()
 		switch {
 		case q.Cmp(maxCPU) > 0:
 			c.errorf(p, v, "%s is %s whole cores on every GPU node (at most %s): millicores are written with 'm', e.g. %sm", v, v, maxCPU.String(), v)

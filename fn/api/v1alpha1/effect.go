@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Effect says when one field takes effect. A field that is set while the rest of the policy
@@ -245,43 +246,113 @@ type SetField struct {
 
 // SetFields lists where p sets the field pattern names ("spec.nodePools[*].driver.image"):
 // every match that is present, an explicit zero included (a pointer or a non-nil map set by
-// the document). Call it before Default, which fills what the document left out.
+// the document). Call it before Default, which fills what the document left out. A pattern
+// that names no field matches nothing (TestEffectsNameRealFields keeps the table's valid).
 func SetFields(p *GPUPolicy, pattern string) []SetField {
+	path, err := stepsOf(pattern)
+	if err != nil {
+		return nil
+	}
 	var out []SetField
-	walkSet(reflect.ValueOf(p).Elem(), strings.Split(pattern, "."), "", -1, &out)
+	walkSet(reflect.ValueOf(p).Elem(), path, nil, path, &out)
 	return out
 }
 
-func walkSet(v reflect.Value, parts []string, path string, pool int, out *[]SetField) {
+// step is one field of a path: its index in the struct, its JSON name, and whether [*] follows.
+type step struct {
+	index int
+	name  string
+	list  bool
+}
+
+// steps caches each pattern's field indexes: looking struct tags up by name on every
+// validation cost more than the rest of a one-pool policy's checks.
+var steps sync.Map // pattern → []step
+
+func stepsOf(pattern string) ([]step, error) {
+	if s, ok := steps.Load(pattern); ok {
+		return s.([]step), nil
+	}
+	var out []step
+	t := reflect.TypeOf(GPUPolicy{})
+	for _, part := range strings.Split(pattern, ".") {
+		name, list := strings.CutSuffix(part, "[*]")
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return nil, fmt.Errorf("%s: %s is not an object", pattern, part)
+		}
+		i := jsonField(t, name)
+		if i < 0 {
+			return nil, fmt.Errorf("%s: no field %q", pattern, name)
+		}
+		t = t.Field(i).Type
+		if list {
+			if t.Kind() != reflect.Slice {
+				return nil, fmt.Errorf("%s: %s is not a list", pattern, name)
+			}
+			t = t.Elem()
+		}
+		out = append(out, step{index: i, name: name, list: list})
+	}
+	steps.Store(pattern, out)
+	return out, nil
+}
+
+// jsonField is the index of t's field whose json name is name, -1 when none.
+func jsonField(t reflect.Type, name string) int {
+	for i := 0; i < t.NumField(); i++ {
+		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// walkSet descends path from v; idx holds the list indexes taken so far. The path string is
+// built only for a field that is present, so a policy that sets nothing costs no allocation.
+func walkSet(v reflect.Value, path []step, idx []int, all []step, out *[]SetField) {
 	for v.Kind() == reflect.Pointer {
 		if v.IsNil() {
 			return
 		}
 		v = v.Elem()
 	}
-	if len(parts) == 0 {
-		if !present(v) {
-			return
+	if len(path) == 0 {
+		if present(v) {
+			pool := -1
+			if len(idx) > 0 {
+				pool = idx[len(idx)-1]
+			}
+			*out = append(*out, SetField{Path: pathString(all, idx), Pool: pool, Value: scalar(v)})
 		}
-		*out = append(*out, SetField{Path: path, Pool: pool, Value: scalar(v)})
 		return
 	}
-	name, list := strings.CutSuffix(parts[0], "[*]")
-	if v.Kind() != reflect.Struct {
-		return
-	}
-	f, ok := fieldByJSON(v, name)
-	if !ok {
-		return
-	}
-	next := strings.TrimPrefix(path+"."+name, ".")
-	if !list {
-		walkSet(f, parts[1:], next, pool, out)
+	f := v.Field(path[0].index)
+	if !path[0].list {
+		walkSet(f, path[1:], idx, all, out)
 		return
 	}
 	for i := 0; i < f.Len(); i++ {
-		walkSet(f.Index(i), parts[1:], next+"["+strconv.Itoa(i)+"]", i, out)
+		walkSet(f.Index(i), path[1:], append(idx, i), all, out)
 	}
+}
+
+// pathString writes steps with the list indexes taken: "spec.nodePools[2].driver.image".
+func pathString(all []step, idx []int) string {
+	var b strings.Builder
+	for _, s := range all {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s.name)
+		if s.list {
+			b.WriteString("[" + strconv.Itoa(idx[0]) + "]")
+			idx = idx[1:]
+		}
+	}
+	return b.String()
 }
 
 // present: a string, map or slice set by the document is non-empty or non-nil; a struct is
@@ -306,43 +377,20 @@ func scalar(v reflect.Value) any {
 	return nil
 }
 
-// fieldByJSON is v's field whose json name is name.
-func fieldByJSON(v reflect.Value, name string) (reflect.Value, bool) {
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name {
-			return v.Field(i), true
-		}
-	}
-	return reflect.Value{}, false
-}
-
 // FieldType is the Go type at a field path of GPUPolicy ([*] steps into a list), for tests
 // that check every Effects row names a real field.
 func FieldType(pattern string) (reflect.Type, error) {
+	path, err := stepsOf(pattern)
+	if err != nil {
+		return nil, err
+	}
 	t := reflect.TypeOf(GPUPolicy{})
-	for _, part := range strings.Split(pattern, ".") {
-		name, list := strings.CutSuffix(part, "[*]")
+	for _, s := range path {
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
-		if t.Kind() != reflect.Struct {
-			return nil, fmt.Errorf("%s: %s is not an object", pattern, part)
-		}
-		found := false
-		for i := 0; i < t.NumField(); i++ {
-			if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name {
-				t, found = t.Field(i).Type, true
-				break
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("%s: no field %q", pattern, name)
-		}
-		if list {
-			if t.Kind() != reflect.Slice {
-				return nil, fmt.Errorf("%s: %s is not a list", pattern, name)
-			}
+		t = t.Field(s.index).Type
+		if s.list {
 			t = t.Elem()
 		}
 	}
