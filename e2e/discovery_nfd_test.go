@@ -92,7 +92,11 @@ func TestDiscoveryOnRealNFD(t *testing.T) {
 		}
 		writeNodeFeature(t, dyn, name, devs)
 	}
-	master, err := observers.StartNFDMaster(ctx, peer, dir, c.Kubeconfig, nfdNamespace)
+	// The node nfd-master's pod would run on: a CPU node without a NodeFeature.
+	if _, err := fakenode.Join(ctx, cs, fakenode.Spec{Name: "nfd-control-plane"}); err != nil {
+		t.Fatal(err)
+	}
+	master, err := observers.StartNFDMaster(ctx, peer, dir, c.Kubeconfig, nfdNamespace, "nfd-control-plane")
 	if err != nil {
 		t.Fatal(err)
 	}

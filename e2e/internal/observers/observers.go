@@ -46,9 +46,10 @@ func Ensure(buildScript string) (*Peer, error) {
 }
 
 // StartNFDMaster runs nfd-master against the cluster of kubeconfig, without leader election,
-// with an empty configuration file (NFD's defaults), its namespace namespace. It is ready once
-// its metrics endpoint answers.
-func StartNFDMaster(ctx context.Context, p *Peer, dir, kubeconfig, namespace string) (*cluster.Server, error) {
+// with an empty configuration file (NFD's defaults), its namespace namespace, as if its pod ran
+// on node (which must exist: nfd-master reads its own Node at start). It is ready once its
+// metrics endpoint answers.
+func StartNFDMaster(ctx context.Context, p *Peer, dir, kubeconfig, namespace, node string) (*cluster.Server, error) {
 	ports, err := cluster.FreePorts(2)
 	if err != nil {
 		return nil, err
@@ -59,7 +60,7 @@ func StartNFDMaster(ctx context.Context, p *Peer, dir, kubeconfig, namespace str
 	}
 	cmd := exec.Command(p.NFDMaster, "-kubeconfig", kubeconfig, "-config", conf,
 		"-metrics", strconv.Itoa(ports[0]), "-grpc-health", strconv.Itoa(ports[1]), "-resync-period", "10s")
-	cmd.Env = append(os.Environ(), "KUBERNETES_NAMESPACE="+namespace, "NODE_NAME=nfd-master")
+	cmd.Env = append(os.Environ(), "KUBERNETES_NAMESPACE="+namespace, "NODE_NAME="+node)
 	return cluster.Serve(ctx, "nfd-master", cmd, filepath.Join(dir, "nfd-master.log"),
 		fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), time.Minute)
 }
