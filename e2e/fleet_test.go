@@ -91,6 +91,8 @@ func TestFleetFlux(t *testing.T) {
 	} else {
 		t.Logf("   stalled: %s", state)
 	}
+	// The situation GPUStageUnavailable is written for: a stage's pods not Ready where they run.
+	fe.checkAlerts(t, fe.objects(t, tree), alertCase{heldBack: -1, unavailable: []string{"gpu-driver"}})
 
 	// 2. The fix: readiness follows the real validator's /readyz as the kubelet's probe would.
 	t.Log("2. today's validator readiness (Ready once it has a verdict)")
@@ -103,7 +105,7 @@ func TestFleetFlux(t *testing.T) {
 	t.Logf("   every stage Ready %s after the fix (%v)", time.Since(fixed).Round(time.Second), took)
 	fe.waitNodes(t, 2*time.Minute)
 	fe.checkHeldBack(t)
-	fe.checkAlerts(t, fe.objects(t, tree))
+	fe.checkAlerts(t, fe.objects(t, tree), alertCase{heldBack: fe.heldBackCount()})
 
 	// 3. Driver bump with source: container, first with kstatus' own DaemonSet rule (the
 	// layout without healthCheckExprs), then as rendered.
@@ -470,7 +472,7 @@ func TestFleetArgo(t *testing.T) {
 	sync("fixed", argoPolicy)
 	fe.waitNodes(t, 2*time.Minute)
 	fe.checkHeldBack(t)
-	fe.checkAlerts(t, fe.objects(t, fe.render(t, argoPolicy, "")))
+	fe.checkAlerts(t, fe.objects(t, fe.render(t, argoPolicy, "")), alertCase{heldBack: fe.heldBackCount()})
 
 	t.Log("3. driver bump to source: container (OnDelete)")
 	bumped := strings.Replace(argoPolicy, "source: preinstalled", "source: container\n    os: ubuntu22.04", 1)

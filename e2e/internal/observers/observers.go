@@ -81,8 +81,10 @@ func StartKubeStateMetrics(ctx context.Context, p *Peer, dir, kubeconfig, resour
 	cmd := exec.Command(p.KubeStateMetrics, "--kubeconfig", kubeconfig, "--resources", resources,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(ports[0]),
 		"--telemetry-host", "127.0.0.1", "--telemetry-port", strconv.Itoa(ports[1]))
+	// /readyz is on the telemetry port: 200 once its own metrics are registered.
 	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	s, err := cluster.Serve(ctx, "kube-state-metrics", cmd, filepath.Join(dir, "kube-state-metrics.log"), base+"/readyz", time.Minute)
+	s, err := cluster.Serve(ctx, "kube-state-metrics", cmd, filepath.Join(dir, "kube-state-metrics.log"),
+		fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), time.Minute)
 	if err != nil {
 		return nil, err
 	}
