@@ -24,6 +24,7 @@ var commands = map[string]command{
 	"audit":  Audit,
 	"diff":   Diff,
 	"doctor": Doctor,
+	"fleet":  Fleet,
 }
 
 // Main runs one gpupolicy-fn command line (without the program name) and returns the exit

@@ -95,7 +95,7 @@ func (c *plan) driverContainer(d *daemonSet, drv v1alpha1.Driver) {
 	d.gracePeriod = 120 // unloading the modules takes a while
 	d.volumes = vols
 	d.containers = []corev1.Container{{
-		Name:    "nvidia-driver",
+		Name:    DriverContainer,
 		Image:   c.driverImage(drv),
 		Command: []string{"nvidia-driver", "init"},
 		Env:     []corev1.EnvVar{nodeNameEnv()},

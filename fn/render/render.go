@@ -81,8 +81,11 @@ const (
 
 // Names of the per-component objects (DaemonSet, ServiceAccount and RBAC share the name).
 const (
-	NameNodeAgent        = "gpu-node-agent"
-	NameDriver           = config.DaemonSetDriver // the stages' DaemonSets are named by the stage table
+	NameNodeAgent = "gpu-node-agent"
+	NameDriver    = config.DaemonSetDriver // the stages' DaemonSets are named by the stage table
+	// DriverContainer is the container of NVIDIA's driver image (driver.source: container) in
+	// the driver stage; a preinstalled driver's stage runs only the validator.
+	DriverContainer      = "nvidia-driver"
 	NameToolkit          = config.DaemonSetToolkit
 	NameDevicePlugin     = config.DaemonSetDevicePlugin
 	NameFeatureDiscovery = config.DaemonSetFeatureDiscovery
