@@ -291,3 +291,27 @@ func TestPinImage(t *testing.T) {
 		t.Errorf("a short digest must fail render with the field path: %v %s", err, msg)
 	}
 }
+
+// TestFleetWorkflow keeps github-actions/fleet.yaml honest: a workflow on pull_request whose
+// run scripts are valid bash, building every cluster with kustomize, posting `gpupolicy-fn fleet
+// diff` between the base and head revisions with the flags the command defines.
+func TestFleetWorkflow(t *testing.T) {
+	text, runs, _ := workflowRuns(t, "github-actions/fleet.yaml")
+	if !strings.Contains(text, "\non:\n  pull_request:") {
+		t.Error("want a workflow on pull_request")
+	}
+	for _, want := range []string{"kustomize build --enable-alpha-plugins --enable-exec", `gpupolicy-fn fleet diff --fail-on warning "$BASE_SHA:fleet/rendered" fleet/rendered`,
+		"--fail-on error", "gh pr comment", "fn/cmd/gpupolicy-fn@"} {
+		if !strings.Contains(runs, want) {
+			t.Errorf("fleet workflow lacks %q", want)
+		}
+	}
+	// The flags it passes are the command's.
+	out, _ := exec.Command(gpupolicyFn(t), "fleet", "diff", "--help").CombinedOutput()
+	help := string(out)
+	for _, flag := range []string{"-fail-on", "-o"} {
+		if !strings.Contains(help, "  "+flag+" ") {
+			t.Errorf("fleet diff --help lacks %s:\n%s", flag, help)
+		}
+	}
+}
