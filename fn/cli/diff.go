@@ -27,12 +27,21 @@ func Diff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			"toolkit, gpupolicy image and kubernetesVersion (the upgrade window).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	// Flags may follow the operands (`diff BASE HEAD --fail-on warning`): the flag package
-	// stops at the first operand, so parse again after each one.
-	var operands []string
+	operands, exit, done := parseReportFlags(fs, args, failOn, format)
+	if done {
+		return exit
+	}
+	return diff.Run(ctx, diff.Options{Base: operands[0], Head: operands[1], Format: *format, FailOn: *failOn}, stdout, stderr)
+}
+
+// parseReportFlags parses the flags and the two operands of a report command (diff, fleet
+// diff). Flags may follow the operands (`diff BASE HEAD --fail-on warning`): the flag package
+// stops at the first operand, so it parses again after each one. done says the command ends
+// here with exit (usage errors print the command's usage).
+func parseReportFlags(fs *flag.FlagSet, args []string, failOn, format *string) (operands []string, exit int, done bool) {
 	for {
 		if exit, done := parseFlags(fs, args); done {
-			return exit
+			return nil, exit, true
 		}
 		if fs.NArg() == 0 {
 			break
@@ -42,7 +51,7 @@ func Diff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(operands) != 2 || (*failOn != "warning" && *failOn != "error" && *failOn != "none") || (*format != "md" && *format != "json") {
 		fs.Usage()
-		return 2
+		return nil, 2, true
 	}
-	return diff.Run(ctx, diff.Options{Base: operands[0], Head: operands[1], Format: *format, FailOn: *failOn}, stdout, stderr)
+	return operands, 0, false
 }

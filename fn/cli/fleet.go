@@ -42,20 +42,9 @@ func FleetDiff(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			"upgrade window, privileges and RBAC added; see `gpupolicy-fn diff`).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	var operands []string
-	for {
-		if exit, done := parseFlags(fs, args); done {
-			return exit
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		operands = append(operands, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(operands) != 2 || (*failOn != "warning" && *failOn != "error" && *failOn != "none") || (*format != "md" && *format != "json") {
-		fs.Usage()
-		return 2
+	operands, exit, done := parseReportFlags(fs, args, failOn, format)
+	if done {
+		return exit
 	}
 	var sets [2]*fleet.Set
 	for i, spec := range operands {
