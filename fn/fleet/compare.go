@@ -1,9 +1,13 @@
 package fleet
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -105,6 +109,12 @@ func union(a, b map[string]string) map[string]string {
 }
 
 func compareCluster(name, oldPath, newPath string) (Cluster, error) {
+	// Most of a fleet is untouched by a change: the same bytes need no decoding.
+	if same, err := sameBytes(oldPath, newPath); err != nil {
+		return Cluster{}, fmt.Errorf("cluster %s: %w", name, err)
+	} else if same {
+		return Cluster{Name: name, Status: Unchanged}, nil
+	}
 	var in [2]*source.Input
 	for i, p := range []string{oldPath, newPath} {
 		x, err := source.Load(p, validate.Options{})
@@ -231,4 +241,36 @@ func migChanges(old, new []*unstructured.Unstructured) []string {
 		}
 	}
 	return out
+}
+
+// sameBytes reports whether two cluster entries hold the same bytes: two files, or two trees
+// with the same files (by relative path) and contents. Anything else is left to the comparison.
+func sameBytes(a, b string) (bool, error) {
+	fa, err := files(a)
+	if err != nil {
+		return false, err
+	}
+	fb, err := files(b)
+	if err != nil {
+		return false, err
+	}
+	return maps.EqualFunc(fa, fb, bytes.Equal), nil
+}
+
+// files maps each regular file under path (path itself when it is a file, as "") to its bytes.
+func files(path string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(path, p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[rel] = b
+		return err
+	})
+	return out, err
 }
