@@ -38,7 +38,9 @@ type Cluster struct {
 	Status string `json:"status"`
 	// Summary is fn/diff's summary line of the cluster's change.
 	Summary string `json:"summary,omitempty"`
-	// Pools are the node pools whose objects change; "(default)" is the nodes outside every pool.
+	// Pools are the node pools whose objects change (their device plugin, DRA plugin or driver
+	// stage); "(default)" is the unsuffixed stage of the nodes outside every pool (for the
+	// driver stage: outside every pool with a driver of its own).
 	Pools []string `json:"pools,omitempty"`
 	// DaemonSets whose pods restart (rolling) or get a new template (OnDelete) or appear.
 	DaemonSets []string `json:"daemonSets,omitempty"`
