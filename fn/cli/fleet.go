@@ -1,12 +1,12 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 
+	"github.com/gpupolicy/gpupolicy/fn/diff"
 	"github.com/gpupolicy/gpupolicy/fn/fleet"
 )
 
@@ -69,11 +69,7 @@ func FleetDiff(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fleet diff: %v\n", err)
 		return 1
 	}
-	threshold := cmp.Or(*failOn, "error")
-	if threshold == "none" {
-		threshold = ""
-	}
-	if r.Fails(threshold) {
+	if r.Fails(diff.Threshold(*failOn)) {
 		fmt.Fprintf(stderr, "fleet diff: findings at or above %s: failing as --fail-on asks\n", *failOn)
 		return 1
 	}

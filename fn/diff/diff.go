@@ -2,6 +2,7 @@ package diff
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -193,13 +194,25 @@ func (r *Report) add(sev validate.Severity, format string, args ...any) {
 }
 
 // Fails reports whether a finding reaches the threshold ("warning" or "error"; "" never).
-func (r *Report) Fails(threshold string) bool {
-	for _, f := range r.Findings {
+func (r *Report) Fails(threshold string) bool { return FindingsFail(r.Findings, threshold) }
+
+// FindingsFail reports whether a finding reaches threshold ("warning" or "error"; "" never
+// fails), the rule of every report command's --fail-on.
+func FindingsFail(findings []Finding, threshold string) bool {
+	for _, f := range findings {
 		if f.Severity == validate.SeverityError || (threshold == "warning" && f.Severity == validate.SeverityWarning) {
 			return threshold != ""
 		}
 	}
 	return false
+}
+
+// Threshold turns a --fail-on value into Fails' threshold: "" means "error", "none" never fails.
+func Threshold(failOn string) string {
+	if failOn = cmp.Or(failOn, "error"); failOn == "none" {
+		return ""
+	}
+	return failOn
 }
 
 // versionsOf reads the upgrade-window versions from the policy, or from the rendered agent

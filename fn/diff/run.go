@@ -47,13 +47,8 @@ func Run(_ context.Context, o Options, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "diff: %v\n", err)
 		return 1
 	}
-	failOn := cmp.Or(o.FailOn, "error")
-	threshold := failOn
-	if threshold == "none" {
-		threshold = ""
-	}
-	if r.Fails(threshold) {
-		fmt.Fprintf(stderr, "diff: findings at or above %s: failing as --fail-on asks\n", failOn)
+	if r.Fails(Threshold(o.FailOn)) {
+		fmt.Fprintf(stderr, "diff: findings at or above %s: failing as --fail-on asks\n", cmp.Or(o.FailOn, "error"))
 		return 1
 	}
 	return 0

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpupolicy/gpupolicy/fn/diff"
 	"github.com/gpupolicy/gpupolicy/fn/validate"
 )
 
@@ -32,10 +33,8 @@ func (r *Report) summary() string {
 // "" never fails).
 func (r *Report) Fails(threshold string) bool {
 	for _, c := range r.Clusters {
-		for _, f := range c.Findings {
-			if f.Severity == validate.SeverityError || (threshold == "warning" && f.Severity == validate.SeverityWarning) {
-				return threshold != ""
-			}
+		if diff.FindingsFail(c.Findings, threshold) {
+			return true
 		}
 	}
 	return false
