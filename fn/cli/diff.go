@@ -39,19 +39,27 @@ func Diff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // stops at the first operand, so it parses again after each one. done says the command ends
 // here with exit (usage errors print the command's usage).
 func parseReportFlags(fs *flag.FlagSet, args []string, failOn, format *string) (operands []string, exit int, done bool) {
-	for {
-		if exit, done := parseFlags(fs, args); done {
-			return nil, exit, true
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		operands = append(operands, fs.Arg(0))
-		args = fs.Args()[1:]
+	if operands, exit, done = parseInterleaved(fs, args); done {
+		return nil, exit, true
 	}
 	if len(operands) != 2 || (*failOn != "warning" && *failOn != "error" && *failOn != "none") || (*format != "md" && *format != "json") {
 		fs.Usage()
 		return nil, 2, true
 	}
 	return operands, 0, false
+}
+
+// parseInterleaved parses flags that may come before, between or after the operands, which it
+// returns in order.
+func parseInterleaved(fs *flag.FlagSet, args []string) (operands []string, exit int, done bool) {
+	for {
+		if exit, done := parseFlags(fs, args); done {
+			return nil, exit, true
+		}
+		if fs.NArg() == 0 {
+			return operands, 0, false
+		}
+		operands = append(operands, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }

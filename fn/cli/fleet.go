@@ -10,16 +10,26 @@ import (
 	"github.com/gpupolicy/gpupolicy/fn/fleet"
 )
 
-// Fleet is `gpupolicy-fn fleet SUBCOMMAND`; its one subcommand so far is diff, whose help
-// `fleet --help` shows.
+// fleetUsage lists fleet's subcommands.
+const fleetUsage = `Usage:
+  gpupolicy-fn fleet render DIR -o OUT   every cluster's overlay rendered, one tree per cluster
+  gpupolicy-fn fleet diff OLD NEW        the blast radius of a change across the clusters
+
+Run gpupolicy-fn fleet SUBCOMMAND --help for its flags.
+`
+
+// Fleet is `gpupolicy-fn fleet SUBCOMMAND`.
 func Fleet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) > 0 && args[0] == "diff":
 		return FleetDiff(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "render":
+		return FleetRender(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
-		return FleetDiff(ctx, args, stdout, stderr)
+		fmt.Fprint(stdout, fleetUsage)
+		return 0
 	}
-	fmt.Fprint(stderr, "Usage: gpupolicy-fn fleet diff [flags] OLD NEW\n\nRun `gpupolicy-fn fleet diff --help` for its flags.\n")
+	fmt.Fprint(stderr, fleetUsage)
 	return 2
 }
 

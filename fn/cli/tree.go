@@ -94,27 +94,49 @@ func linkTarget(dir string) (string, error) {
 	return target, nil
 }
 
-// writeFiles writes files under root, in name order, each directory made once, until ctx is
-// done.
+// writeFiles writes files under root until ctx is done: the directories first, in name
+// order, then the files by several writers at once. Creating a file costs a synchronous trip
+// to the file system that a fleet's thousands of files would otherwise pay one after another
+// (BENCHMARKS.md, "Fleet render").
 func writeFiles(ctx context.Context, root string, files map[string][]byte) error {
 	names := slices.Sorted(maps.Keys(files))
 	made := map[string]bool{}
 	for _, name := range names {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if dir := filepath.Dir(p); !made[dir] {
+		if dir := filepath.Dir(filepath.Join(root, filepath.FromSlash(name))); !made[dir] {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
 			made[dir] = true
 		}
-		if err := os.WriteFile(p, files[name], 0o644); err != nil {
-			return err
+	}
+	const writers = 8
+	next := make(chan string)
+	errs := make(chan error, writers)
+	for range writers {
+		go func() {
+			var err error
+			for name := range next {
+				if err == nil {
+					err = os.WriteFile(filepath.Join(root, filepath.FromSlash(name)), files[name], 0o644)
+				}
+			}
+			errs <- err
+		}()
+	}
+	var err error
+	for _, name := range names {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		next <- name
+	}
+	close(next)
+	for range writers {
+		if werr := <-errs; err == nil {
+			err = werr
 		}
 	}
-	return nil
+	return err
 }
 
 // ManifestFile lists every file render wrote into the tree with its sha256, in the format of

@@ -12,6 +12,7 @@ var commandHelp = [][2]string{
 	{"gpupolicy-fn audit -f POLICY|DIR", "the privilege report of every container (Markdown or JSON)"},
 	{"gpupolicy-fn diff BASE HEAD", "what a change moves (images, privileges, gates, RBAC, containerd drop-in)"},
 	{"gpupolicy-fn doctor ...", "diagnoses why GPU pods or nodes are not ready in a cluster"},
+	{"gpupolicy-fn fleet render DIR", "every cluster's overlay of a fleet rendered in one process"},
 	{"gpupolicy-fn fleet diff OLD NEW", "the blast radius of a change across many clusters' rendered output"},
 	{"gpupolicy-fn import -f FILE...", "a GPUPolicy from a GPU Operator's ClusterPolicy, NVIDIADrivers and Nodes"},
 }
