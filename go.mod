@@ -3,8 +3,8 @@ module github.com/gpupolicy/gpupolicy
 go 1.26.6
 
 require (
-	github.com/NVIDIA/gpu-operator v0.0.0-20250917190837-d73a0086a6ba
 	github.com/NVIDIA/go-nvml v0.13.4-1
+	github.com/NVIDIA/gpu-operator v0.0.0-20250917190837-d73a0086a6ba
 	github.com/containerd/containerd/v2 v2.4.2
 	github.com/distribution/reference v0.6.0
 	github.com/fsnotify/fsnotify v1.10.1
@@ -88,6 +88,7 @@ require (
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260825221802-da73d73af1c5 // indirect
@@ -95,6 +96,7 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
+	oras.land/oras-go/v2 v2.7.0 // indirect
 	sigs.k8s.io/controller-runtime v0.22.4 // indirect
 	sigs.k8s.io/kustomize/api v0.20.1 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect

@@ -377,8 +377,11 @@ func fleetState(node *corev1.Node) string {
 			return s + " but " + g + "=" + node.Labels[g]
 		}
 	}
-	if q := node.Status.Allocatable["nvidia.com/gpu"]; q.Value() == 0 {
-		return s + " gates open, no GPUs advertised"
+	// nvidia.com/gpu, or the renamed resource of a time-sliced policy (nvidia.com/gpu.shared).
+	for name, q := range node.Status.Allocatable {
+		if (name == "nvidia.com/gpu" || strings.HasPrefix(string(name), "nvidia.com/gpu.")) && q.Value() > 0 {
+			return s + " gates open, GPUs advertised"
+		}
 	}
-	return s + " gates open, GPUs advertised"
+	return s + " gates open, no GPUs advertised"
 }

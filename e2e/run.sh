@@ -31,6 +31,10 @@ operator_dir=$(bash e2e/hack/build-operator.sh | tail -n 1) || finish $?
 echo "e2e: gpu-operator in $operator_dir"
 observers_dir=$(bash e2e/hack/build-nfd-ksm.sh | tail -n 1) || finish $?
 echo "e2e: nfd-master and kube-state-metrics in $observers_dir"
+# The fleet delivery peers of TestFleetOCI and TestFleetApplicationSet (hack/build-fleet-peers.sh:
+# the distribution registry, source-controller, Argo CD's ApplicationSet controller).
+fleet_dir=$(bash e2e/hack/build-fleet-peers.sh | tail -n 1) || finish $?
+echo "e2e: registry, source-controller and ApplicationSet controller in $fleet_dir"
 cd e2e || finish 1
 # -p 1: each package (the main suite, e2e/realnode, e2e/image) starts its own control plane
 # or real node; run one at a time so they never compete for ports, the kubelet directory, CPU.

@@ -14,6 +14,8 @@ import (
 const fleetUsage = `Usage:
   gpupolicy-fn fleet render DIR -o OUT   every cluster's overlay rendered, one tree per cluster
   gpupolicy-fn fleet diff OLD NEW        the blast radius of a change across the clusters
+  gpupolicy-fn fleet push OUT oci://REGISTRY/PATH --tag TAG
+                                         each cluster's tree as an OCI artifact in Flux's format
 
 Run gpupolicy-fn fleet SUBCOMMAND --help for its flags.
 `
@@ -25,6 +27,8 @@ func Fleet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return FleetDiff(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "render":
 		return FleetRender(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "push":
+		return FleetPush(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
 		fmt.Fprint(stdout, fleetUsage)
 		return 0

@@ -102,3 +102,34 @@ func TestFleetRenderRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestFleetPushRefusals: what fleet push refuses before it talks to a registry.
+func TestFleetPushRefusals(t *testing.T) {
+	root := writeFleet(t, map[string]string{"a": ""})
+	out := filepath.Join(root, "out")
+	if code, _, stderr := fntest.Run(FleetRender, filepath.Join(root, "clusters"), "-o", out); code != 0 {
+		t.Fatal(stderr)
+	}
+	meta := []string{"--source", "https://git.example.com/fleet", "--revision", "main@sha1:1"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no tag", append([]string{out, "oci://r.example.com/fleet"}, meta...), 2, "--tag are required"},
+		{"not oci://", append([]string{out, "r.example.com/fleet", "--tag", "v1"}, meta...), 2, "give the repository prefix as oci://REGISTRY/PATH"},
+		{"a tag in the URL", append([]string{out, "oci://r.example.com/fleet@sha256:1", "--tag", "v1"}, meta...), 2, "without tag or digest"},
+		{"a bad tag", append([]string{out, "oci://r.example.com/fleet", "--tag", "-v1"}, meta...), 2, "is not an OCI tag"},
+		{"a bad created time", append([]string{out, "oci://r.example.com/fleet", "--tag", "v1", "--created", "yesterday"}, meta...), 2, "is not an RFC 3339 time"},
+		{"an unknown cluster", append([]string{out, "oci://r.example.com/fleet", "--tag", "v1", "--clusters", "a,b"}, meta...), 2, `--clusters names "b"`},
+		{"not a render tree", append([]string{filepath.Join(root, "clusters"), "oci://127.0.0.1:1/fleet", "--tag", "v1", "--plain-http"}, meta...), 1, "is not a render tree"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := fntest.Run(FleetPush, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr, tc.code, tc.want)
+			}
+		})
+	}
+}

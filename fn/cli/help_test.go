@@ -15,7 +15,7 @@ var flagLine = regexp.MustCompile(`(?m)^  -(\S+)(?: (.*))?$`)
 // flag package takes a `quoted` word of the usage text as the placeholder, so a quoted phrase
 // shows as "-f gpupolicy-fn render -o"), and doctor's usage line lists every flag.
 func TestHelpPlaceholders(t *testing.T) {
-	all := map[string]command{"fleet render": FleetRender, "fleet diff": FleetDiff}
+	all := map[string]command{"fleet render": FleetRender, "fleet diff": FleetDiff, "fleet push": FleetPush}
 	for name, cmd := range commands {
 		if name != "fleet" { // its subcommands have the flags
 			all[name] = cmd

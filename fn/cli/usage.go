@@ -14,6 +14,7 @@ var commandHelp = [][2]string{
 	{"gpupolicy-fn doctor ...", "diagnoses why GPU pods or nodes are not ready in a cluster"},
 	{"gpupolicy-fn fleet render DIR", "every cluster's overlay of a fleet rendered in one process"},
 	{"gpupolicy-fn fleet diff OLD NEW", "the blast radius of a change across many clusters' rendered output"},
+	{"gpupolicy-fn fleet push OUT URL", "each cluster's tree as an OCI artifact in Flux's format, for OCIRepository"},
 	{"gpupolicy-fn import -f FILE...", "a GPUPolicy from a GPU Operator's ClusterPolicy, NVIDIADrivers and Nodes"},
 }
 

@@ -175,8 +175,8 @@ func holdReadiness(docs, containers []string) ([]string, error) {
 // BuildPeer runs a peer's build script (e2e/hack/build-*.sh: it returns at once when its cache
 // is complete, and logs to stderr while it builds) and returns the directory it prints on its
 // last line.
-func BuildPeer(script string) (string, error) {
-	cmd := exec.Command("bash", script)
+func BuildPeer(script string, args ...string) (string, error) {
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
