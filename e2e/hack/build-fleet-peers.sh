@@ -23,26 +23,10 @@ PEER_TOOLCHAIN=${PEER_TOOLCHAIN:-go1.27.3}
 CACHE=${GPUPOLICY_CACHE:-$HOME/.cache/gpupolicy}
 ROOT=$CACHE/peers
 
-log() { echo "[build-fleet-peers] $*" >&2; }
-timed() {
-  local name=$1 start=$SECONDS; shift
-  "$@"
-  log "$name ready in $((SECONDS - start))s"
-}
-
-# moddir MODULE VERSION: the module's read-only source in the module cache.
-moddir() {
-  GOFLAGS=-mod=mod go mod download -json "$1@$2" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'
-}
-
-# workcopy NAME MODULE VERSION: a writable copy of the module's source under the cache.
-workcopy() {
-  local work=$CACHE/src/$1 src
-  src=$(cd "$CACHE" && moddir "$2" "$3")
-  rm -rf "$work"; mkdir -p "$work"
-  cp -r "$src/." "$work/"; chmod -R u+w "$work"
-  echo "$work"
-}
+here=$(cd "$(dirname "$0")" && pwd)
+NAME=build-fleet-peers
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 
 build_registry() {
   local out=$ROOT/registry-$REGISTRY_VERSION

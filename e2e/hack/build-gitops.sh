@@ -15,26 +15,16 @@ CACHE=${GPUPOLICY_CACHE:-$HOME/.cache/gpupolicy}
 ROOT=$CACHE/gitops-bin
 here=$(cd "$(dirname "$0")" && pwd)
 
-log() { echo "[build-gitops] $*" >&2; }
-timed() {
-  local name=$1 start=$SECONDS; shift
-  "$@"
-  log "$name ready in $((SECONDS - start))s"
-}
-
-# moddir MODULE VERSION: the module's read-only source in the module cache.
-moddir() {
-  GOFLAGS=-mod=mod go mod download -json "$1@$2" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'
-}
+NAME=build-gitops
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 
 build_flux() {
   local out=$ROOT/kustomize-controller-$FLUX_VERSION
   [ -x "$out/kustomize-controller" ] && [ -d "$out/crds" ] && return
   log "building kustomize-controller $FLUX_VERSION (cold: several minutes)"
-  local work=$CACHE/src/kustomize-controller-$FLUX_VERSION src
-  src=$(cd "$CACHE" && moddir github.com/fluxcd/kustomize-controller "$FLUX_VERSION")
-  rm -rf "$work"; mkdir -p "$work"
-  cp -r "$src/." "$work/"; chmod -R u+w "$work"
+  local work
+  work=$(workcopy "kustomize-controller-$FLUX_VERSION" github.com/fluxcd/kustomize-controller "$FLUX_VERSION")
   # The module zip lacks ./api; use the published api module of the same version instead.
   ( cd "$work"
     go mod edit -dropreplace github.com/fluxcd/kustomize-controller/api
