@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -213,5 +214,33 @@ func TestClosedReason(t *testing.T) {
 	}
 	if check, got := closedReason(gate(config.StageMIGManager), stages, verdicts); check != config.StageToolkit || got != "" {
 		t.Errorf("the MIG gate only depends on the toolkit check: %q %q", check, got)
+	}
+}
+
+// TestKernelModulesDrift: a node whose loaded module is the other flavour than the policy asks
+// for is diagnosed as that (not as a version drift, the version is right), with the fix, and
+// the table shows the flavour next to the version.
+func TestKernelModulesDrift(t *testing.T) {
+	cm := agentConfigMap()
+	cm.Data[config.AgentConfigFile] = strings.Replace(cm.Data[config.AgentConfigFile],
+		`driver: {source: preinstalled, version: "580.95.05", enforce: branch}`,
+		`driver: {source: preinstalled, version: "580.95.05", enforce: branch, kernelModules: open}`, 1)
+	node := gpuNode("gpu-a",
+		withoutLabels(config.LabelDeployToolkit, config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter),
+		withLabel(config.LabelDriverDrift, "true"), withLabel(config.LabelDriverKernelModules, "proprietary"),
+		withAnnotation(config.AnnotationDriverDrift, "expected 580.95.05 (enforce branch), found 580.95.05 (proprietary kernel module)"),
+		withStackCondition("False", config.ReasonDriverDrift, "stage driver: drift: the proprietary kernel module is loaded, the policy asks for open (driver.kernelModuleType)"),
+		withGPUs(0, 0))
+	r := diagnoseCase(t, "node-kernel-modules-drift", Input{}, objects(node, cm, policyRuntimeClass()))
+	n := nodeByName(t, r, "gpu-a")
+	first, ok := firstError(n.Findings)
+	if !ok || first.Check != "driver-kernel-modules" || !strings.Contains(first.Message, "the proprietary kernel module is loaded, the policy asks for open") || !strings.Contains(first.Fix, "KERNEL_MODULE_TYPE") {
+		t.Fatalf("findings %+v", n.Findings)
+	}
+	if hasFinding(n.Findings, SeverityError, "driver-drift") {
+		t.Errorf("the version is the policy's, yet a driver-drift finding: %+v", n.Findings)
+	}
+	if n.Driver.KernelModules != "proprietary" || n.Driver.WantModules != "open" {
+		t.Errorf("driver state %+v", n.Driver)
 	}
 }

@@ -32,11 +32,14 @@ type Expectations struct {
 	DRA bool `json:"dra,omitempty"`
 	// Pools whose device plugin advertises another resource name than ResourceName, or whose
 	// allocation differs from DRA.
-	Pools            []PoolExpectation `json:"pools,omitempty"`
-	DriverVersion    string            `json:"driverVersion,omitempty"`
-	DriverEnforce    string            `json:"driverEnforce,omitempty"`
-	FeatureDiscovery bool              `json:"featureDiscovery"`
-	Exporter         bool              `json:"exporter"`
+	Pools         []PoolExpectation `json:"pools,omitempty"`
+	DriverVersion string            `json:"driverVersion,omitempty"`
+	DriverEnforce string            `json:"driverEnforce,omitempty"`
+	// DriverKernelModules is the flavour the policy's driver asks for (open | proprietary;
+	// "" accepts either).
+	DriverKernelModules string `json:"driverKernelModules,omitempty"`
+	FeatureDiscovery    bool   `json:"featureDiscovery"`
+	Exporter            bool   `json:"exporter"`
 	// MIG are the node pools with MIG layouts.
 	MIG []MIGPoolExpectation `json:"mig,omitempty"`
 	// PoolDrivers are the node pools with their own driver (spec.nodePools[].driver).
@@ -45,10 +48,21 @@ type Expectations struct {
 
 // PoolDriverExpectation is the driver of a node pool that overrides spec.driver.
 type PoolDriverExpectation struct {
-	Pool         string            `json:"pool"`
-	NodeSelector map[string]string `json:"nodeSelector"`
-	Version      string            `json:"version"`
-	Enforce      string            `json:"enforce"`
+	Pool          string            `json:"pool"`
+	NodeSelector  map[string]string `json:"nodeSelector"`
+	Version       string            `json:"version"`
+	Enforce       string            `json:"enforce"`
+	KernelModules string            `json:"kernelModules,omitempty"`
+}
+
+// modulesFor is the kernel module flavour a node with these labels must load ("" for either).
+func (e Expectations) modulesFor(labels map[string]string) string {
+	for _, p := range e.PoolDrivers {
+		if config.MatchesNodeSelector(labels, p.NodeSelector) {
+			return p.KernelModules
+		}
+	}
+	return e.DriverKernelModules
 }
 
 // driverFor is the driver version and enforce rule a node with these labels must satisfy: its
@@ -142,6 +156,7 @@ func (e *Expectations) applyAgentConfig(raw string) error {
 	}
 	e.DriverVersion = agent.Driver.Version
 	e.DriverEnforce = agent.Driver.Enforce
+	e.DriverKernelModules = agent.Driver.KernelModules
 	e.DRA = agent.DevicePlugin.Allocation == config.AllocationDRA
 	e.Pools = nil
 	for _, p := range agent.NodePools {
@@ -154,7 +169,7 @@ func (e *Expectations) applyAgentConfig(raw string) error {
 	e.PoolDrivers = nil
 	for _, p := range agent.NodePools {
 		if p.Driver != nil {
-			e.PoolDrivers = append(e.PoolDrivers, PoolDriverExpectation{Pool: p.Name, NodeSelector: p.NodeSelector, Version: p.Driver.Version, Enforce: p.Driver.Enforce})
+			e.PoolDrivers = append(e.PoolDrivers, PoolDriverExpectation{Pool: p.Name, NodeSelector: p.NodeSelector, Version: p.Driver.Version, Enforce: p.Driver.Enforce, KernelModules: p.Driver.KernelModules})
 		}
 	}
 	e.FeatureDiscovery = agent.Stages.FeatureDiscovery

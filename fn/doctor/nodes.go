@@ -103,7 +103,11 @@ func (s *snapshot) diagnoseNode(n *corev1.Node) NodeReport {
 		add(SeverityWarning, "gate-status", fmt.Sprintf("annotation %s is not the agent's JSON: %v", config.AnnotationGateStatus, verdictErr),
 			"the agent rewrites it on its next pass; check that only gpu-node-agent writes nvidia.com/ annotations")
 	}
-	if r.Driver.Drift {
+	if r.Driver.ModulesDrift() {
+		add(SeverityError, "driver-kernel-modules", fmt.Sprintf("the %s kernel module is loaded, the policy asks for %s (driver.kernelModuleType)", r.Driver.KernelModules, r.Driver.WantModules),
+			fmt.Sprintf("load NVIDIA's %s kernel modules on %s (the driver container does with KERNEL_MODULE_TYPE; a preinstalled driver needs a node image with them), or set driver.kernelModuleType (the node pool's, or spec.driver's) to auto", r.Driver.WantModules, n.Name))
+	}
+	if r.Driver.Drift && !(r.Driver.ModulesDrift() && driverSatisfies(r.Driver.Version, r.Driver.Expected, r.Driver.Enforce)) {
 		sev := SeverityError
 		if r.Driver.Enforce == "none" {
 			sev = SeverityWarning // the agent opens the gates anyway
@@ -256,6 +260,9 @@ func (s *snapshot) driverState(n *corev1.Node) DriverState {
 		Enforce:  enforce,
 		Drift:    n.Labels[config.LabelDriverDrift] == "true",
 		Detail:   n.Annotations[config.AnnotationDriverDrift],
+
+		KernelModules: n.Labels[config.LabelDriverKernelModules],
+		WantModules:   s.exp.modulesFor(n.Labels),
 	}
 	if d.Version != "" && d.Expected != "" && !driverSatisfies(d.Version, d.Expected, d.Enforce) {
 		d.Drift = true

@@ -161,6 +161,9 @@ func gatesSummary(gates []Gate) string {
 
 func driverSummary(d DriverState) string {
 	s := orDash(d.Version)
+	if d.KernelModules != "" {
+		s += " " + d.KernelModules
+	}
 	if d.Drift {
 		s += " (drift)"
 	}

@@ -1,5 +1,7 @@
 package doctor
 
+import "github.com/gpupolicy/gpupolicy/plugin/config"
+
 // Severity of a finding. Errors keep a node or pod from working; warnings deserve a look.
 const (
 	SeverityError   = "error"
@@ -114,6 +116,15 @@ type DriverState struct {
 	Drift    bool   `json:"drift"`
 	// Detail is the agent's drift annotation (expected vs found), when it wrote one.
 	Detail string `json:"detail,omitempty"`
+	// KernelModules is the flavour of the loaded module (open | proprietary, from the agent's
+	// label); WantModules the one the policy asks for ("" for either).
+	KernelModules string `json:"kernelModules,omitempty"`
+	WantModules   string `json:"wantModules,omitempty"`
+}
+
+// ModulesDrift says the loaded kernel module is the other flavour than the policy asks for.
+func (d DriverState) ModulesDrift() bool {
+	return d.KernelModules != "" && d.WantModules != "" && d.WantModules != config.KernelModulesAuto && d.KernelModules != d.WantModules
 }
 
 // GPUState compares the GPUs the agent found with what the kubelet advertises.

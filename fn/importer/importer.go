@@ -210,7 +210,7 @@ func (m *mapper) driver(f *fields, fromCRD bool) {
 	if fromCRD {
 		// The NVIDIADriver objects say which driver each node runs; the ClusterPolicy's image
 		// fields are not used by the operator then.
-		for _, k := range []string{"repository", "image", "version", "upgradePolicy"} {
+		for _, k := range []string{"repository", "image", "version", "upgradePolicy", "kernelModuleType"} {
 			f.get("driver." + k)
 		}
 		return
@@ -222,7 +222,7 @@ func (m *mapper) driver(f *fields, fromCRD bool) {
 		if _, ok := f.get("driver.upgradePolicy"); ok {
 			m.r.Notes = append(m.r.Notes, fmt.Sprintf("%s is not carried over: the operator applies it to its driver container only, and driver.enabled is false", f.path("driver.upgradePolicy")))
 		}
-		for _, k := range []string{"repository", "image", "version"} {
+		for _, k := range []string{"repository", "image", "version", "kernelModuleType"} {
 			f.get("driver." + k)
 		}
 		return
@@ -230,7 +230,21 @@ func (m *mapper) driver(f *fields, fromCRD bool) {
 	d.Source = v1alpha1.SourceContainer
 	m.set("spec.driver.source", f.path("driver.enabled")+" (default true): NVIDIA's driver container")
 	m.driverImage(f, "driver.", &d.Image, &d.Version, "spec.driver")
+	m.kernelModules(f, "driver.", &d.KernelModuleType, "spec.driver")
 	m.upgrade(f)
+}
+
+// kernelModules maps kernelModuleType (auto, the operator's default, is v1alpha1's too, so
+// only open and proprietary are written) of a driver container.
+func (m *mapper) kernelModules(f *fields, prefix string, out *string, to string) {
+	switch t := f.str(prefix + "kernelModuleType"); t {
+	case "", v1alpha1.KernelModulesAuto:
+	case v1alpha1.KernelModulesOpen, v1alpha1.KernelModulesProprietary:
+		*out = t
+		m.set(to+".kernelModuleType", f.path(prefix+"kernelModuleType"))
+	default:
+		m.fail("%s is %q: the operator takes auto, open or proprietary", f.path(prefix+"kernelModuleType"), t)
+	}
 }
 
 // driverImage maps repository/image/version of a driver container (ClusterPolicy spec.driver

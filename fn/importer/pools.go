@@ -162,12 +162,14 @@ func (m *mapper) nvidiaDrivers(in *Input, used bool) {
 			s.Driver.Source = v1alpha1.SourceContainer
 			m.set("spec.driver.source", f.from+": NVIDIA's driver container on every GPU node")
 			m.driverImage(f, "", &s.Driver.Image, &s.Driver.Version, "spec.driver")
+			m.kernelModules(f, "", &s.Driver.KernelModuleType, "spec.driver")
 		} else {
 			pd := &v1alpha1.NodePoolDriver{Source: v1alpha1.SourceContainer}
 			i := len(s.NodePools)
 			out := fmt.Sprintf("spec.nodePools.%d", i)
 			m.set(out, f.from+" (its nodeSelector)")
 			m.driverImage(f, "", &pd.Image, &pd.Version, out+".driver")
+			m.kernelModules(f, "", &pd.KernelModuleType, out+".driver")
 			s.NodePools = append(s.NodePools, v1alpha1.NodePool{Name: poolName(nd.Typed.Name), NodeSelector: sel, Driver: pd})
 		}
 		m.r.Unmapped = append(m.r.Unmapped, f.unmapped()...)

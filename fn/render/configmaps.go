@@ -107,6 +107,9 @@ func agentConfig(p *v1alpha1.GPUPolicy, dropInSHA256 string) config.Agent {
 // agentDriver is a driver stage as the agent checks it; the image only where one runs.
 func agentDriver(registry string, d v1alpha1.Driver) config.AgentDriver {
 	ad := config.AgentDriver{Source: d.Source, Version: d.Version, Enforce: d.Enforce, OnDrift: d.OnDrift}
+	if d.KernelModuleType != v1alpha1.KernelModulesAuto {
+		ad.KernelModules = d.KernelModuleType
+	}
 	if d.Source == v1alpha1.SourceContainer {
 		ad.Image = DriverImage(registry, d)
 	}

@@ -98,7 +98,7 @@ func (c *plan) driverContainer(d *daemonSet, drv v1alpha1.Driver) {
 		Name:    DriverContainer,
 		Image:   c.driverImage(drv),
 		Command: []string{"nvidia-driver", "init"},
-		Env:     []corev1.EnvVar{nodeNameEnv()},
+		Env:     append([]corev1.EnvVar{nodeNameEnv()}, kernelModuleEnv(drv.KernelModuleType)...),
 		// Building the modules for a new kernel takes minutes: allow up to 30 before the
 		// kubelet gives up; after that nvidia-smi answering is what ready means.
 		StartupProbe:    execProbe(10, 180, "nvidia-smi"),
@@ -107,6 +107,17 @@ func (c *plan) driverContainer(d *daemonSet, drv v1alpha1.Driver) {
 		SecurityContext: privileged(),
 		VolumeMounts:    mounts,
 	}}
+}
+
+// kernelModuleEnv tells NVIDIA's driver container which kernel modules to build and load, as
+// the GPU Operator does (controllers/object_controls.go): KERNEL_MODULE_TYPE, and for open
+// OPEN_KERNEL_MODULES_ENABLED=true, which driver containers older than the variable read.
+func kernelModuleEnv(kind string) []corev1.EnvVar {
+	env := []corev1.EnvVar{{Name: "KERNEL_MODULE_TYPE", Value: kind}}
+	if kind == v1alpha1.KernelModulesOpen {
+		env = append(env, corev1.EnvVar{Name: "OPEN_KERNEL_MODULES_ENABLED", Value: "true"})
+	}
+	return env
 }
 
 // poolFlag points the validator at its pool's driver.

@@ -19,16 +19,29 @@ import (
 // https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/) and the MIG user guide's supported
 // GPUs (A100, A30, H100, H200, B200 and their variants:
 // https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-gpus.html).
+//
+// modules says which kernel modules the architecture runs: NVIDIA's open GPU kernel modules
+// support Turing and later, and Blackwell supports only them (the driver installation guide's
+// "open GPU kernel modules" section: https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/).
 var architectures = map[string]struct {
 	minBranch int
 	mig       bool
+	modules   string // "" both, else the only kernelModuleType it runs
 }{
-	"kepler": {}, "maxwell": {}, "pascal": {}, "volta": {}, "turing": {},
+	"kepler":       {modules: v1alpha1.KernelModulesProprietary},
+	"maxwell":      {modules: v1alpha1.KernelModulesProprietary},
+	"pascal":       {modules: v1alpha1.KernelModulesProprietary},
+	"volta":        {modules: v1alpha1.KernelModulesProprietary},
+	"turing":       {},
 	"ampere":       {minBranch: 450, mig: true},
 	"ada-lovelace": {minBranch: 520},
 	"hopper":       {minBranch: 520, mig: true},
-	"blackwell":    {minBranch: 570, mig: true},
+	"blackwell":    {minBranch: 570, mig: true, modules: v1alpha1.KernelModulesOpen},
 }
+
+// graceHopper is the Grace Hopper superchip, a Hopper that, like Blackwell, runs only the open
+// kernel modules.
+var graceHopper = regexp.MustCompile(`(^|-)GH200(-|$)`)
 
 // productFamilies maps a product label (nvidia.com/gpu.product, NVML's name with '-' for
 // spaces) to its family by model number, first match wins; migModels are the MIG-capable
@@ -90,9 +103,34 @@ func (c *checker) poolSelection(s *v1alpha1.Spec, np *v1alpha1.NodePool, ip *fie
 				family, selection(sel), a.minBranch, d.Version, where)
 		}
 	}
+	c.moduleSelection(s, np, ip, sel, product, family)
 	if np.Allocation != v1alpha1.AllocationDRA {
 		c.sharingSelection(np.DevicePlugin, sel, sp)
 	}
+}
+
+// moduleSelection: the pool's kernelModuleType must be one its GPUs can load.
+func (c *checker) moduleSelection(s *v1alpha1.Spec, np *v1alpha1.NodePool, ip *field.Path, sel map[string]string, product, family string) {
+	only := architectures[family].modules
+	name := family
+	if graceHopper.MatchString(product) {
+		only, name = v1alpha1.KernelModulesOpen, "Grace Hopper"
+	}
+	d, _ := s.PoolDriver(np)
+	if only == "" || d.KernelModuleType == v1alpha1.KernelModulesAuto || d.KernelModuleType == only {
+		return
+	}
+	at := ip.Child("driver", "kernelModuleType")
+	where := at.String()
+	if np.Driver == nil || np.Driver.KernelModuleType == "" {
+		at, where = ip.Child("nodeSelector").Key(selectedBy(sel)), "spec.driver.kernelModuleType"
+	}
+	why := "which run only NVIDIA's open kernel modules"
+	if only == v1alpha1.KernelModulesProprietary {
+		why = "which the open kernel modules do not support (Turing and later do)"
+	}
+	c.errorf(at, d.KernelModuleType, "the pool selects %s GPUs (%s), %s, but its driver's kernelModuleType is %s (%s): set the pool's driver.kernelModuleType to %s or auto, or select other nodes",
+		name, selection(sel), why, d.KernelModuleType, where, only)
 }
 
 // selectedBy is the selector key that names the model: product over family.

@@ -68,6 +68,26 @@ func TestPoolSelectionContradictions(t *testing.T) {
 			fixed: pool("    nodeSelector: {nvidia.com/gpu.product: NVIDIA-B200}\n"),
 			field: "spec.nodePools[0].nodeSelector[nvidia.com/gpu.product]", msg: "need driver branch R570",
 		},
+		"Blackwell pool on the proprietary kernel modules": {
+			doc:   pool("    nodeSelector: {nvidia.com/gpu.family: blackwell}\n    driver: {kernelModuleType: proprietary}\n"),
+			fixed: pool("    nodeSelector: {nvidia.com/gpu.family: blackwell}\n    driver: {kernelModuleType: open}\n"),
+			field: "spec.nodePools[0].driver.kernelModuleType", msg: "blackwell GPUs (nvidia.com/gpu.family=blackwell), which run only NVIDIA's open kernel modules, but its driver's kernelModuleType is proprietary",
+		},
+		"Blackwell pool inheriting proprietary from spec.driver": {
+			doc:   strings.Replace(pool("    nodeSelector: {nvidia.com/gpu.product: NVIDIA-B200}\n"), `{version: "580.95.05"}`, `{version: "580.95.05", kernelModuleType: proprietary}`, 1),
+			fixed: pool("    nodeSelector: {nvidia.com/gpu.product: NVIDIA-B200}\n"),
+			field: "spec.nodePools[0].nodeSelector[nvidia.com/gpu.product]", msg: "(spec.driver.kernelModuleType)",
+		},
+		"Grace Hopper on the proprietary kernel modules": {
+			doc:   pool("    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n    driver: {kernelModuleType: proprietary}\n"),
+			fixed: pool("    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n    driver: {kernelModuleType: auto}\n"),
+			field: "spec.nodePools[0].driver.kernelModuleType", msg: "Grace Hopper GPUs",
+		},
+		"Volta on the open kernel modules": {
+			doc:   pool("    nodeSelector: {nvidia.com/gpu.product: Tesla-V100-SXM2-16GB}\n    driver: {kernelModuleType: open}\n"),
+			fixed: pool("    nodeSelector: {nvidia.com/gpu.product: Tesla-V100-SXM2-16GB}\n    driver: {kernelModuleType: proprietary}\n"),
+			field: "spec.nodePools[0].driver.kernelModuleType", msg: "which the open kernel modules do not support (Turing and later do)",
+		},
 		"selecting the sharing strategy the pool changes": {
 			doc:   pool("    nodeSelector: {nvidia.com/gpu.sharing-strategy: none}\n    devicePlugin: {resourceName: nvidia.com/gpu.shared, sharing: {timeSlicing: {replicas: 4}}}\n"),
 			fixed: pool("    nodeSelector: {nvidia.com/gpu.sharing-strategy: time-slicing}\n    devicePlugin: {resourceName: nvidia.com/gpu.shared, sharing: {timeSlicing: {replicas: 4}}}\n"),

@@ -150,6 +150,7 @@ func (c *checker) driver(s *v1alpha1.Spec, p *field.Path) {
 	if c.oneOf(p.Child("enforce"), d.Enforce, v1alpha1.EnforceExact, v1alpha1.EnforceBranch, v1alpha1.EnforceNone) && d.Enforce == v1alpha1.EnforceNone {
 		c.infof(p.Child("enforce"), d.Enforce, "any driver opens the toolkit gate; drift from driver.version is only labelled, not blocked")
 	}
+	c.kernelModules(p.Child("kernelModuleType"), d.KernelModuleType, d.Version, p.Child("version").String())
 	c.repository(p.Child("image"), d.Image, "driver.version and driver.os")
 	if !driverOSRE.MatchString(d.OS) {
 		c.errorf(p.Child("os"), d.OS, "%q is not an OS tag of NVIDIA's driver image: use e.g. \"ubuntu24.04\", \"ubuntu22.04\" or \"rhel9.4\"", d.OS)
@@ -254,4 +255,19 @@ func describePool(i int, name string) string {
 		return fmt.Sprintf("spec.nodePools[%d]", i)
 	}
 	return fmt.Sprintf("pool %q (spec.nodePools[%d])", name, i)
+}
+
+// openModulesBranch is the first driver branch with NVIDIA's open GPU kernel modules (R515;
+// https://developer.nvidia.com/blog/nvidia-releases-open-source-gpu-kernel-modules/).
+const openModulesBranch = 515
+
+// kernelModules checks a kernelModuleType and, for open, that the driver branch has the open
+// modules; version is the driver it applies to and where the field that sets it.
+func (c *checker) kernelModules(p *field.Path, kind, version, where string) {
+	if !c.oneOf(p, kind, v1alpha1.KernelModulesAuto, v1alpha1.KernelModulesOpen, v1alpha1.KernelModulesProprietary) || kind != v1alpha1.KernelModulesOpen {
+		return
+	}
+	if v, err := config.CheckDriverVersion(version); err == nil && v.Branch() < openModulesBranch {
+		c.errorf(p, kind, "NVIDIA's open kernel modules start with driver branch R%d, and the driver is %s (%s): use a newer driver, or kernelModuleType proprietary or auto", openModulesBranch, version, where)
+	}
 }

@@ -61,7 +61,7 @@ func (c *checker) podSelector(p *field.Path, v string) {
 func (c *checker) poolDriver(s *v1alpha1.Spec, np *v1alpha1.NodePool, p *field.Path) {
 	o := np.Driver
 	if *o == (v1alpha1.NodePoolDriver{}) {
-		c.errorf(p, nil, "overrides nothing: set version, source, image or enforce, or remove driver so the pool runs spec.driver's stage")
+		c.errorf(p, nil, "overrides nothing: set version, source, image, enforce or kernelModuleType, or remove driver so the pool runs spec.driver's stage")
 		return
 	}
 	if o.Source != "" {
@@ -72,6 +72,14 @@ func (c *checker) poolDriver(s *v1alpha1.Spec, np *v1alpha1.NodePool, p *field.P
 	}
 	if o.Image != "" {
 		c.repository(p.Child("image"), o.Image, "the pool's driver version and spec.driver.os")
+	}
+	if o.KernelModuleType != "" {
+		d, _ := s.PoolDriver(np)
+		where := p.Child("version").String()
+		if o.Version == "" {
+			where = "spec.driver.version"
+		}
+		c.kernelModules(p.Child("kernelModuleType"), o.KernelModuleType, d.Version, where)
 	}
 	if o.Version != "" && c.driverVersion(p.Child("version"), o.Version) {
 		c.driverLifecycle(o.Version, p.Child("version"))

@@ -69,7 +69,17 @@ type AgentDriver struct {
 	Image string `json:"image,omitempty"`
 	// OnDrift is report | taint (spec.driver.onDrift); "" is report.
 	OnDrift string `json:"onDrift,omitempty"`
+	// KernelModules is the flavour the loaded kernel module must be: open or proprietary;
+	// "" or auto accepts either (spec.driver.kernelModuleType).
+	KernelModules string `json:"kernelModules,omitempty"`
 }
+
+// The flavours of NVIDIA's kernel modules (the GPU Operator's driver.kernelModuleType).
+const (
+	KernelModulesAuto        = "auto"
+	KernelModulesOpen        = "open"
+	KernelModulesProprietary = "proprietary"
+)
 
 // ContainerRuntime mirrors spec.containerRuntime of the policy.
 type ContainerRuntime struct {

@@ -31,6 +31,9 @@ const (
 	// LabelDriverDrift is "true" while the node's driver does not satisfy driver.version
 	// under the policy's enforce rule (annotation AnnotationDriverDrift says expected vs found).
 	LabelDriverDrift = "nvidia.com/gpu.driver.drift"
+	// LabelDriverKernelModules is the flavour of the loaded kernel module, open or proprietary
+	// (KernelModulesOpen, KernelModulesProprietary), as its version line says.
+	LabelDriverKernelModules = "nvidia.com/gpu.driver.kernel-module-type"
 
 	// AnnotationGateStatus holds the agent's last verdict per stage as JSON
 	// ({"driver":{"ready":true,"reason":"..."},...}); doctor reads it.
@@ -124,7 +127,7 @@ func SetByStack(key string) string {
 	switch {
 	case strings.HasPrefix(key, LabelDeployPrefix) || key == LabelToolkitReady:
 		return WriterGate
-	case key == LabelDriverVersion || key == LabelDriverDrift:
+	case key == LabelDriverVersion || key == LabelDriverDrift || key == LabelDriverKernelModules:
 		return WriterDriver
 	case IsFeatureLabel(key):
 		return WriterFeatureDiscovery

@@ -32,6 +32,7 @@ const (
 	DefaultDriverImage       = "nvcr.io/nvidia/driver"
 	DefaultDriverOS          = "ubuntu24.04"
 	DefaultDriverOnDrift     = OnDriftReport
+	DefaultKernelModuleType  = KernelModulesAuto
 	// GPU Operator's driver upgrade policy defaults (maxUnavailable 25%, no wait for jobs),
 	// with drain on: replacing a driver under a running GPU job kills the job.
 	DefaultUpgradeMaxUnavailable = "25%"
@@ -71,6 +72,10 @@ const (
 
 	OnDriftReport = "report"
 	OnDriftTaint  = "taint"
+
+	KernelModulesAuto        = config.KernelModulesAuto
+	KernelModulesOpen        = config.KernelModulesOpen
+	KernelModulesProprietary = config.KernelModulesProprietary
 )
 
 // DefaultNodeSelector is the entry gate when spec.nodeSelector is empty.
@@ -162,6 +167,7 @@ func Default(p *GPUPolicy) {
 	orDefault(&d.Image, DefaultDriverImage)
 	orDefault(&d.OS, DefaultDriverOS)
 	orDefault(&d.OnDrift, DefaultDriverOnDrift)
+	orDefault(&d.KernelModuleType, DefaultKernelModuleType)
 	defaultUpgrade(d)
 
 	t := &s.Toolkit
@@ -344,6 +350,9 @@ func (s *Spec) PoolDriver(np *NodePool) (d Driver, ok bool) {
 	}
 	if o.Enforce != "" {
 		d.Enforce = o.Enforce
+	}
+	if o.KernelModuleType != "" {
+		d.KernelModuleType = o.KernelModuleType
 	}
 	return d, true
 }

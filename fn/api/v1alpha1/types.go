@@ -134,6 +134,13 @@ type Driver struct {
 	// for Karpenter or Cluster API to replace the node; removed when the driver matches again).
 	// Default report.
 	OnDrift string `json:"onDrift,omitempty"`
+	// KernelModuleType is the flavour of NVIDIA's kernel modules, as the GPU Operator's
+	// driver.kernelModuleType: open (NVIDIA's open GPU kernel modules, required from Blackwell
+	// and on Grace Hopper, supported from Turing), proprietary (the closed modules, which
+	// Blackwell cannot run), or auto (the driver container picks what the GPUs and branch
+	// recommend; the agents accept either). The driver container gets it as KERNEL_MODULE_TYPE;
+	// a preinstalled driver of the other flavour is drift (see onDrift). Default auto.
+	KernelModuleType string `json:"kernelModuleType,omitempty"`
 	// Upgrade is how the node agents replace a source=container driver: each agent takes a
 	// slot (a Lease) of its pool, cordons its own node, waits for jobs, evicts GPU pods,
 	// deletes its driver pod, validates and uncordons. GPU Operator's upgrade policy, with its
@@ -186,6 +193,9 @@ type NodePoolDriver struct {
 	Image string `json:"image,omitempty"`
 	// Enforce is exact | branch | none: what the pool's nodes must match before their gates open.
 	Enforce string `json:"enforce,omitempty"`
+	// KernelModuleType is auto | open | proprietary for the pool's driver (spec.driver's
+	// otherwise): the pool's GPU models decide what they can load.
+	KernelModuleType string `json:"kernelModuleType,omitempty"`
 }
 
 // CUDA is the CUDA version of the workloads; driver.version must support it.
@@ -333,7 +343,7 @@ type NodePool struct {
 	Allocation string `json:"allocation,omitempty"`
 	// MIG declares the pool's MIG layouts; the node agent applies one on each of its nodes.
 	MIG *MIG `json:"mig,omitempty"`
-	// Driver overrides spec.driver's version, source, image or enforce for this pool.
+	// Driver overrides spec.driver's version, source, image, enforce or kernelModuleType for this pool.
 	Driver *NodePoolDriver `json:"driver,omitempty"`
 }
 

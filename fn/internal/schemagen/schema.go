@@ -50,6 +50,8 @@ type property struct {
 	*node
 }
 
+var kernelModuleTypes = []string{v1alpha1.KernelModulesAuto, v1alpha1.KernelModulesOpen, v1alpha1.KernelModulesProprietary}
+
 // rule is what Go types cannot say: which fields are required and which strings are enums
 // (numeric bounds are v1alpha1.Limits, which validation enforces). Keyed by "<GoType>.<GoField>". The enum values are v1alpha1's constants, so a
 // new enum value in the API shows up here at compile time or in the staleness test.
@@ -78,6 +80,8 @@ var rules = map[string]rule{
 	"Driver.Source":                   {enum: []string{v1alpha1.SourcePreinstalled, v1alpha1.SourceContainer}},
 	"Driver.Version":                  {required: true},
 	"Driver.Enforce":                  {enum: []string{v1alpha1.EnforceExact, v1alpha1.EnforceBranch, v1alpha1.EnforceNone}},
+	"Driver.KernelModuleType":         {enum: kernelModuleTypes},
+	"NodePoolDriver.KernelModuleType": {enum: kernelModuleTypes},
 	"CUDA.Version":                    {required: true},
 	"Toolkit.Source":                  {enum: []string{v1alpha1.SourceContainer, v1alpha1.SourcePreinstalled}},
 	"DevicePlugin.MIGStrategy":        {enum: []string{config.MIGNone, config.MIGSingle, config.MIGMixed}},

@@ -216,10 +216,11 @@ func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 			publish = func(ctx context.Context, v driver.Verdict) error { return driver.Publish(ctx, client, *node, v, log) }
 		}
 		check := func(ctx context.Context) (driver.Verdict, error) {
-			found, err := hostfacts.ReadKernelDriver(*hostRoot)
+			module, err := hostfacts.ReadKernelModule(*hostRoot)
 			if err != nil {
 				return driver.Verdict{Reason: err.Error()}, err
 			}
+			found := module.Version
 			var nv *driver.NVMLVersions
 			lib, err := openNVML(true)
 			if err != nil {
@@ -236,7 +237,8 @@ func driverFlags(fs *flag.FlagSet) func(context.Context, *env) error {
 				log.Debug("NVML not available (before the toolkit stage): kernel module version only")
 			}
 			v := driver.Compare(want, cfg.CUDAVersion, found, nv)
-			log.Info("driver checked", "expected", v.Expected, "found", v.Found, "enforce", v.Enforce, "drift", v.Drift, "satisfied", v.Satisfied, "reason", v.Reason)
+			v.CheckModules(want, module.Type)
+			log.Info("driver checked", "expected", v.Expected, "found", v.Found, "modules", v.Modules, "enforce", v.Enforce, "drift", v.Drift, "satisfied", v.Satisfied, "reason", v.Reason)
 			if publish != nil {
 				if err := publish(ctx, v); err != nil {
 					return v, err

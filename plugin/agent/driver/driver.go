@@ -47,6 +47,32 @@ type Verdict struct {
 	Satisfied bool          // the gate may open
 	Drift     bool          // Found != Expected, whatever the enforce rule
 	Reason    string
+	// Modules is the loaded module's flavour (open | proprietary), "" when unknown.
+	Modules string `json:",omitempty"`
+}
+
+// CheckModules adds the kernel module's flavour to the verdict: found (open | proprietary, ""
+// when unknown) against the policy's kernelModules. The other flavour is drift and closes the
+// gate unless enforce is none: a Blackwell GPU under the proprietary module finds no device,
+// and a pool that asked for one flavour must not run the other unnoticed.
+func (v *Verdict) CheckModules(pol config.AgentDriver, found string) {
+	v.Modules = found
+	want := pol.KernelModules
+	if found == "" || want == "" || want == config.KernelModulesAuto || want == found {
+		return
+	}
+	v.Drift = true
+	if v.Enforce != EnforceNone {
+		v.Satisfied = false
+	}
+	v.Reason = appendReason(v.Reason, fmt.Sprintf("drift: the %s kernel module is loaded, the policy asks for %s (driver.kernelModuleType)", found, want))
+}
+
+func appendReason(r, more string) string {
+	if r == "" {
+		return more
+	}
+	return r + "; " + more
 }
 
 // Compare judges found (and NVML's view, if any) against the policy under plugin/config's
@@ -96,11 +122,14 @@ func Compare(pol config.AgentDriver, cudaVersion, found string, nv *NVMLVersions
 
 // Labels are the node labels and annotations a verdict sets ("" removes a key).
 func (v Verdict) Labels() (labels, annotations map[string]string) {
-	labels = map[string]string{config.LabelDriverVersion: v.Found, config.LabelDriverDrift: ""}
+	labels = map[string]string{config.LabelDriverVersion: v.Found, config.LabelDriverDrift: "", config.LabelDriverKernelModules: v.Modules}
 	annotations = map[string]string{config.AnnotationDriverDrift: ""}
 	if v.Drift {
 		labels[config.LabelDriverDrift] = "true"
 		annotations[config.AnnotationDriverDrift] = fmt.Sprintf("expected %s (enforce %s), found %s", v.Expected, v.Enforce, v.Found)
+		if v.Modules != "" {
+			annotations[config.AnnotationDriverDrift] += " (" + v.Modules + " kernel module)"
+		}
 	}
 	return labels, annotations
 }

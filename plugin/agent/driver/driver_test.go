@@ -53,6 +53,35 @@ func TestCompare(t *testing.T) {
 	}
 }
 
+// TestCheckModules: the loaded module's flavour against driver.kernelModuleType; the label
+// carries what is loaded whatever the policy asks.
+func TestCheckModules(t *testing.T) {
+	for _, c := range []struct {
+		name, want, enforce, found string
+		satisfied, drift           bool
+	}{
+		{"auto takes open", "auto", EnforceBranch, "open", true, false},
+		{"unset takes proprietary", "", EnforceBranch, "proprietary", true, false},
+		{"open asked, open loaded", "open", EnforceBranch, "open", true, false},
+		{"open asked, proprietary loaded", "open", EnforceBranch, "proprietary", false, true},
+		{"proprietary asked, open loaded", "proprietary", EnforceExact, "open", false, true},
+		{"enforce none only labels it", "open", EnforceNone, "proprietary", true, true},
+		{"unknown flavour is not judged", "open", EnforceBranch, "", true, false},
+	} {
+		pol := config.AgentDriver{Version: "580.95.05", Enforce: c.enforce, KernelModules: c.want}
+		v := Compare(pol, "12.8", "580.95.05", nil)
+		v.CheckModules(pol, c.found)
+		labels, annotations := v.Labels()
+		if v.Satisfied != c.satisfied || v.Drift != c.drift || labels[config.LabelDriverKernelModules] != c.found {
+			t.Errorf("%s: %+v labels %v", c.name, v, labels)
+		}
+		if c.drift && (!strings.Contains(v.Reason, "the "+c.found+" kernel module is loaded, the policy asks for "+c.want) ||
+			!strings.Contains(annotations[config.AnnotationDriverDrift], c.found+" kernel module")) {
+			t.Errorf("%s: reason %q, annotation %q", c.name, v.Reason, annotations[config.AnnotationDriverDrift])
+		}
+	}
+}
+
 func TestQueryNVMLDGXA100(t *testing.T) {
 	m, err := gpumock.New("dgxa100", gpumock.WithDriverVersion("580.95.05"), gpumock.WithCUDADriverVersion(13000))
 	if err != nil {

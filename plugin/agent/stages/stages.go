@@ -58,13 +58,14 @@ func DriverCheck(cfg *config.Agent) gate.CheckFunc {
 		if err := f.Host.KernelDriverErr; err != nil {
 			res := gate.Result{Reason: err.Error(), ConditionReason: config.ReasonDriverNotReady}
 			if errors.Is(err, hostfacts.ErrNoDriver) {
-				res.Labels = map[string]string{config.LabelDriverVersion: "", config.LabelDriverDrift: ""}
+				res.Labels = map[string]string{config.LabelDriverVersion: "", config.LabelDriverDrift: "", config.LabelDriverKernelModules: ""}
 				res.ConditionReason = config.ReasonDriverNotLoaded
 			}
 			return res
 		}
 		// Kernel module version only: NVML is not there before the toolkit stage.
 		v := driver.Compare(cfg.Driver, cfg.CUDAVersion, f.Host.KernelDriver, nil)
+		v.CheckModules(cfg.Driver, f.Host.KernelModules)
 		labels, annotations := v.Labels()
 		reason := config.ReasonDriverNotReady // a CUDA or user-space mismatch, or an unreadable version
 		if v.Drift {

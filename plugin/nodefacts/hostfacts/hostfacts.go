@@ -36,6 +36,7 @@ var kernelVersionRE = regexp.MustCompile(`NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)
 // its error instead (ErrNoDriver, ErrNoToolkitStatus when the file is absent).
 type Facts struct {
 	KernelDriver    string // "580.95.05"
+	KernelModules   string // open | proprietary: which flavour of the module is loaded
 	KernelDriverErr error
 	Toolkit         config.ToolkitStatus
 	ToolkitErr      error
@@ -44,26 +45,48 @@ type Facts struct {
 // Read reads the host facts under hostRoot.
 func Read(hostRoot string) Facts {
 	var h Facts
-	h.KernelDriver, h.KernelDriverErr = ReadKernelDriver(hostRoot)
+	var m KernelModule
+	m, h.KernelDriverErr = ReadKernelModule(hostRoot)
+	h.KernelDriver, h.KernelModules = m.Version, m.Type
 	h.Toolkit, h.ToolkitErr = ReadToolkitStatus(hostRoot)
 	return h
 }
 
+// KernelModule is the loaded NVIDIA kernel module: its driver version and flavour.
+type KernelModule struct {
+	Version string // "580.95.05"
+	Type    string // open | proprietary (config.KernelModulesOpen, KernelModulesProprietary)
+}
+
 // ReadKernelDriver reads the loaded kernel module's version under hostRoot.
 func ReadKernelDriver(hostRoot string) (string, error) {
+	m, err := ReadKernelModule(hostRoot)
+	return m.Version, err
+}
+
+// ReadKernelModule reads the loaded kernel module's version and flavour under hostRoot: the
+// open modules say "Open Kernel Module" in their version line, the proprietary ones do not.
+func ReadKernelModule(hostRoot string) (KernelModule, error) {
 	b, err := hostfs.ReadFile(hostRoot, KernelDriverFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", ErrNoDriver
+		return KernelModule{}, ErrNoDriver
 	}
 	if err != nil {
-		return "", err
+		return KernelModule{}, err
 	}
 	m := kernelVersionRE.FindSubmatch(append(b, '\n'))
 	if m == nil {
-		return "", fmt.Errorf("%s: no driver version in %q", KernelDriverFile, strings.SplitN(string(b), "\n", 2)[0])
+		return KernelModule{}, fmt.Errorf("%s: no driver version in %q", KernelDriverFile, strings.SplitN(string(b), "\n", 2)[0])
 	}
-	return string(m[1]), nil
+	k := KernelModule{Version: string(m[1]), Type: config.KernelModulesProprietary}
+	if openModuleRE.Match(b) {
+		k.Type = config.KernelModulesOpen
+	}
+	return k, nil
 }
+
+// openModuleRE finds the open module's version line.
+var openModuleRE = regexp.MustCompile(`NVRM version:[^\n]*Open Kernel Module`)
 
 // ReadToolkitStatus reads config.ToolkitStatusFile under hostRoot.
 func ReadToolkitStatus(hostRoot string) (config.ToolkitStatus, error) {

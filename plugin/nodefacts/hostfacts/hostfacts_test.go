@@ -99,3 +99,20 @@ func TestRead(t *testing.T) {
 		t.Fatalf("corrupt record: %v", err)
 	}
 }
+
+// TestReadKernelModuleType: the flavour comes from the version line the module writes.
+func TestReadKernelModuleType(t *testing.T) {
+	for line, want := range map[string]KernelModule{
+		"NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 30 00:00:00 UTC 2025":                            {"580.95.05", "proprietary"},
+		"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  (dvs-builder@U16-I3-B03-4-3)":   {"570.172.08", "open"},
+		"NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build  (dvs-builder@U22-I3-AE18-23-3)": {"580.95.05", "open"},
+	} {
+		got, err := ReadKernelModule(hostWithDriver(t, line))
+		if err != nil || got != want {
+			t.Errorf("%q: %+v %v, want %+v", line, got, err, want)
+		}
+		if f := Read(hostWithDriver(t, line)); f.KernelModules != want.Type || f.KernelDriver != want.Version {
+			t.Errorf("Read %q: %q %q", line, f.KernelDriver, f.KernelModules)
+		}
+	}
+}
