@@ -157,7 +157,7 @@ func TestDRA(t *testing.T) {
 	})
 	t.Logf("8 GPUs × 7 MIG devices published as ResourceSlices %s after the plugin started", migPublished.Round(time.Millisecond))
 	for _, dev := range sliceDevices(draSlices(t, plain.name)) {
-		for _, attr := range []resourcev1.QualifiedName{"type", "uuid", "productName", "brand", "architecture", "cudaComputeCapability", "driverVersion", "cudaDriverVersion", "resource.kubernetes.io/pciBusID"} {
+		for _, attr := range []resourcev1.QualifiedName{"type", "uuid", "productName", "brand", "architecture", "cudaComputeCapability", "driverVersion", "cudaDriverVersion", "pcieBusID", "index", "minor", "resource.kubernetes.io/pciBusID"} {
 			if _, ok := dev.Attributes[attr]; !ok {
 				t.Errorf("%s device %s lacks attribute %s", plain.name, dev.Name, attr)
 			}
@@ -176,6 +176,12 @@ func TestDRA(t *testing.T) {
 		{"one-gpu", "gpu.nvidia.com", "", plain.name},
 		{"gpu-40gi", "gpu.nvidia.com", "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0", plain.name},
 		{"mig-1g5gb", "mig.nvidia.com", "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'", mig.name},
+		// A selector as NVIDIA's DRA driver documentation writes them, through the real
+		// scheduler's CEL: its attribute names and types (versions compare with semver()).
+		{"nvidia-selector", "gpu.nvidia.com", "device.attributes['gpu.nvidia.com'].architecture == 'Ampere' && " +
+			"device.attributes['gpu.nvidia.com'].cudaComputeCapability.compareTo(semver('8.0.0')) >= 0 && " +
+			"device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA A100') && " +
+			"device.attributes['gpu.nvidia.com'].pcieBusID != '' && device.attributes['gpu.nvidia.com'].index >= 0", plain.name},
 	}
 	for _, c := range cases {
 		createClaimPod(t, wl, c.name, c.class, c.selector)

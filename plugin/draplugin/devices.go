@@ -58,6 +58,12 @@ func Inventory(lib nvml.Interface, gpus []devices.GPU, hostRoot string) []Device
 		if !g.MIGEnabled {
 			attrs["type"] = str(config.DRATypeGPU)
 			attrs["uuid"] = str(g.UUID)
+			// NVIDIA's driver published index and minor up to v25.3; selectors written then
+			// use them.
+			attrs["index"] = resourceapi.DeviceAttribute{IntValue: ptr(int64(g.Index))}
+			if minor >= 0 {
+				attrs["minor"] = resourceapi.DeviceAttribute{IntValue: ptr(int64(minor))}
+			}
 			capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{}
 			if mem, ret := g.Handle.GetMemoryInfo(); ret == nvml.SUCCESS {
 				capacity["memory"] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(mem.Total), resource.BinarySI)}
@@ -76,6 +82,9 @@ func Inventory(lib nvml.Interface, gpus []devices.GPU, hostRoot string) []Device
 			ma["uuid"] = str(m.UUID)
 			ma["parentUUID"] = str(g.UUID)
 			ma["parentIndex"] = resourceapi.DeviceAttribute{IntValue: ptr(int64(g.Index))}
+			if minor >= 0 {
+				ma["parentMinor"] = resourceapi.DeviceAttribute{IntValue: ptr(int64(minor))}
+			}
 			ma["profile"] = str(m.Profile)
 			name := config.DRAMIGDeviceName(g.Index, m.GIID, m.CIID)
 			out = append(out, Device{Name: name, UUID: m.UUID, Parent: g.UUID, Minor: minor,
@@ -105,6 +114,8 @@ func gpuAttributes(g devices.GPU, hostRoot string) map[resourceapi.QualifiedName
 		a["cudaComputeCapability"] = resourceapi.DeviceAttribute{VersionValue: ptr(fmt.Sprintf("%d.%d.0", major, minor))}
 	}
 	if g.BusID != "" {
+		// NVIDIA's own name, and Kubernetes' standard one (NVIDIA's driver publishes both).
+		a["pcieBusID"] = str(g.BusID)
 		a[deviceattribute.StandardDeviceAttributePCIBusID] = str(g.BusID)
 		// The PCIe root comes from sysfs (the kernel's device tree); a host without it (or
 		// the mock) simply has no pcieRoot.

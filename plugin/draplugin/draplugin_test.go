@@ -54,6 +54,94 @@ func newDriver(t testing.TB, m *gpumock.Mock, cdiDir string) *Driver {
 	return d
 }
 
+// nvidiaAttributes are the attributes NVIDIA's DRA driver (k8s-dra-driver-gpu,
+// cmd/gpu-kubelet-plugin/deviceinfo.go, and its README's CEL examples) publishes under
+// gpu.nvidia.com, with their type and, for the dgxa100 mock's first GPU, the value: a
+// DeviceClass or claim selector written for NVIDIA's driver reads the same here.
+var nvidiaAttributes = []struct {
+	name, kind, gpu string // kind: string | int | version; gpu: gpu-0's value ("" = any)
+	mig             bool   // also on MIG devices (with the parent GPU's value)
+}{
+	{"type", "string", "gpu", false},
+	{"uuid", "string", "", true},
+	{"productName", "string", "NVIDIA A100-SXM4-40GB", true},
+	{"brand", "string", "Nvidia", true},
+	{"architecture", "string", "Ampere", true},
+	{"cudaComputeCapability", "version", "8.0.0", true},
+	{"driverVersion", "version", "", true},
+	{"cudaDriverVersion", "version", "", true},
+	{"pcieBusID", "string", "", true},
+	{"resource.kubernetes.io/pciBusID", "string", "", true},
+	{"index", "int", "0", false},
+	{"minor", "int", "", false},
+}
+
+// nvidiaMIGAttributes are those NVIDIA's driver adds on a MIG device.
+var nvidiaMIGAttributes = []struct{ name, kind string }{
+	{"type", "string"}, {"parentUUID", "string"}, {"profile", "string"}, {"parentMinor", "int"},
+}
+
+func attrKind(a resourceapi.DeviceAttribute) (kind, value string) {
+	switch {
+	case a.StringValue != nil:
+		return "string", *a.StringValue
+	case a.IntValue != nil:
+		return "int", fmt.Sprint(*a.IntValue)
+	case a.VersionValue != nil:
+		return "version", *a.VersionValue
+	case a.BoolValue != nil:
+		return "bool", fmt.Sprint(*a.BoolValue)
+	}
+	return "", ""
+}
+
+// TestNVIDIAAttributeTable: every attribute of the table, on every device it belongs to, with
+// its type, and gpu-0's values where the table gives one.
+func TestNVIDIAAttributeTable(t *testing.T) {
+	d := newDriver(t, nil, "")
+	g := d.Devices()[0].API
+	for _, a := range nvidiaAttributes {
+		kind, value := attrKind(g.Attributes[resourceapi.QualifiedName(a.name)])
+		if kind != a.kind || (a.gpu != "" && value != a.gpu) {
+			t.Errorf("gpu-0 %s: %s %q, want %s %q", a.name, kind, value, a.kind, a.gpu)
+		}
+	}
+	fixture, err := gpumock.New("dgxa100", gpumock.WithMIGStateFile(migStateFixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture.Init()
+	md := newDriver(t, fixture, "")
+	var mig *resourceapi.Device
+	for _, dev := range md.Devices() {
+		if dev.Parent != "" {
+			mig = &dev.API
+			break
+		}
+	}
+	if mig == nil {
+		t.Fatal("no MIG device published with MIG on")
+	}
+	for _, a := range nvidiaAttributes {
+		if !a.mig {
+			continue
+		}
+		if kind, _ := attrKind(mig.Attributes[resourceapi.QualifiedName(a.name)]); kind != a.kind {
+			t.Errorf("%s %s: %s, want %s", mig.Name, a.name, kind, a.kind)
+		}
+	}
+	for _, a := range nvidiaMIGAttributes {
+		if kind, _ := attrKind(mig.Attributes[resourceapi.QualifiedName(a.name)]); kind != a.kind {
+			t.Errorf("%s %s: %s, want %s", mig.Name, a.name, kind, a.kind)
+		}
+	}
+	for _, c := range []string{"memory", "multiprocessors", "copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines"} {
+		if _, ok := mig.Capacity[resourceapi.QualifiedName(c)]; !ok {
+			t.Errorf("%s lacks NVIDIA's capacity %s", mig.Name, c)
+		}
+	}
+}
+
 // TestInventoryHasNVIDIADriverAttributes: the published attribute and capacity names are NVIDIA's
 // DRA driver's, and their values pass the API's ResourceSlice validation.
 func TestInventoryHasNVIDIADriverAttributes(t *testing.T) {
