@@ -30,15 +30,7 @@ func writeFleet(t *testing.T, clusters map[string]string) string {
 	for c, k := range clusters {
 		files["clusters/"+c+"/kustomization.yaml"] = "resources: [../../base]\n" + k
 	}
-	for name, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fntest.WriteFiles(t, root, files)
 	return root
 }
 

@@ -6,25 +6,17 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
 )
 
 func writeTree(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fntest.WriteFiles(t, dir, files)
 	return dir
 }
 

@@ -1,7 +1,6 @@
 package overlay
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -10,6 +9,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/gpupolicy/gpupolicy/fn/internal/fntest"
 	"github.com/gpupolicy/gpupolicy/internal/peer"
 )
 
@@ -227,13 +227,7 @@ func TestOverlayMatchesKustomize(t *testing.T) {
 
 func write(t *testing.T, dir, name, content string) {
 	t.Helper()
-	p := filepath.Join(dir, filepath.FromSlash(name))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	fntest.WriteFiles(t, dir, map[string]string{name: content})
 }
 
 func decode(t *testing.T, b []byte) any {

@@ -1,5 +1,5 @@
 // Package fntest holds the test helpers the fn subcommands' tests share: running a subcommand
-// in process (its command line or its typed options), and writing the tree `gpupolicy-fn
+// in process (its command line or its typed options), writing files, and writing the tree `gpupolicy-fn
 // render -o` would write for a policy. Golden files are goldentree.File.
 package fntest
 
@@ -35,15 +35,22 @@ func WriteTree(t testing.TB, policy string) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for name, b := range files {
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+	WriteFiles(t, dir, files)
+	return dir
+}
+
+// WriteFiles writes each file (a slash path under dir) with its directories.
+func WriteFiles[T string | []byte](t testing.TB, dir string, files map[string]T) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return dir
 }
 
 // Command is a `gpupolicy-fn` subcommand's command line, as fn/cli dispatches it.
