@@ -94,8 +94,8 @@ func checkReplicas(field string, dp DevicePlugin) error {
 		return fmt.Errorf("%s.sharing.timeSlicing.replicas %d is over the limit of %d (spec.devicePlugin.sharing.timeSlicing.replicas of the policy): use at most %d and re-render", field, r, MaxReplicas, MaxReplicas)
 	}
 	if m := dp.Sharing.MPS; m != nil {
-		if m.Replicas < 2 || m.Replicas > MaxReplicas {
-			return fmt.Errorf("%s.sharing.mps.replicas %d is not between 2 and %d (spec.devicePlugin.sharing.mps.replicas of the policy): re-render", field, m.Replicas, MaxReplicas)
+		if m.Replicas < 2 || m.Replicas > MaxMPSClients {
+			return fmt.Errorf("%s.sharing.mps.replicas %d is not between 2 and %d (spec.devicePlugin.sharing.mps.replicas of the policy): re-render", field, m.Replicas, MaxMPSClients)
 		}
 		if dp.Sharing.TimeSlicing.Replicas > 1 {
 			return fmt.Errorf("%s.sharing: mps and timeSlicing replicas %d are both set; a GPU is shared one way (spec.devicePlugin.sharing of the policy): keep one and re-render", field, dp.Sharing.TimeSlicing.Replicas)

@@ -115,7 +115,7 @@ func TestMPSSharingIsChecked(t *testing.T) {
 		sharing Sharing
 		want    string
 	}{
-		{Sharing{TimeSlicing: TimeSlicing{Replicas: 1}, MPS: &MPS{Replicas: 1}}, "devicePlugin.sharing.mps.replicas 1 is not between 2 and 256"},
+		{Sharing{TimeSlicing: TimeSlicing{Replicas: 1}, MPS: &MPS{Replicas: 1}}, "devicePlugin.sharing.mps.replicas 1 is not between 2 and 48"},
 		{Sharing{TimeSlicing: TimeSlicing{Replicas: 2}, MPS: &MPS{Replicas: 4}}, "devicePlugin.sharing: mps and timeSlicing replicas 2 are both set"},
 		{Sharing{TimeSlicing: TimeSlicing{Replicas: 1}, MPS: &MPS{Replicas: 4}}, ""},
 	} {
@@ -127,10 +127,26 @@ func TestMPSSharingIsChecked(t *testing.T) {
 	if s, r := (Sharing{TimeSlicing: TimeSlicing{Replicas: 1}, MPS: &MPS{Replicas: 4}}).Strategy(); s != SharingMPS || r != 4 {
 		t.Errorf("Strategy() = %s %d", s, r)
 	}
-	// The device plugin does not serve MPS yet: it refuses rather than hand out GPUs unshared.
-	cfg := DefaultDevicePlugin()
-	cfg.Sharing.MPS = &MPS{Replicas: 4}
-	if err := ValidateDevicePlugin(cfg); err == nil || !strings.Contains(err.Error(), "sharing.mps") {
-		t.Errorf("device plugin with MPS: %v", err)
+	// The device plugin refuses what k8s-device-plugin v0.17.4 refuses with MPS, and more
+	// clients than the MPS server takes.
+	for _, c := range []struct {
+		edit func(*DevicePlugin)
+		want string
+	}{
+		{func(*DevicePlugin) {}, ""},
+		{func(d *DevicePlugin) { d.Sharing.MPS.Replicas = 1 }, "field sharing.mps.replicas: 1: MPS shares a GPU between 2 or more clients"},
+		{func(d *DevicePlugin) { d.Sharing.MPS.Replicas = 49 }, "field sharing.mps.replicas: 49 is over 48"},
+		{func(d *DevicePlugin) { d.Sharing.TimeSlicing.Replicas = 2 }, "field sharing: mps and timeSlicing replicas 2 are both set"},
+		{func(d *DevicePlugin) { d.MIGStrategy = MIGMixed }, "field migStrategy: mixed with sharing.mps"},
+		{func(d *DevicePlugin) { d.MIGStrategy = MIGSingle }, "field migStrategy: single with sharing.mps"},
+		{func(d *DevicePlugin) { d.Allocation = AllocationDRA }, "field sharing.mps with allocation dra"},
+	} {
+		cfg := DefaultDevicePlugin()
+		cfg.Sharing.MPS = &MPS{Replicas: 4}
+		c.edit(&cfg)
+		err := ValidateDevicePlugin(cfg)
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("device plugin with MPS: %v, want %q", err, c.want)
+		}
 	}
 }

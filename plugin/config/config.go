@@ -110,6 +110,9 @@ type Stages struct {
 	// MIG is set when some node pool declares MIG layouts: the gate then runs the
 	// mig-manager check between the toolkit and the device-plugin gates.
 	MIG bool `json:"mig,omitempty"`
+	// MPS is set when spec.devicePlugin or some node pool shares GPUs with MPS: the gate then
+	// runs the mps-control-daemon check between the MIG step and the device-plugin gate.
+	MPS bool `json:"mps,omitempty"`
 }
 
 // AgentPool is a node pool as the agent needs it: to pick its node's device plugin settings
@@ -143,12 +146,11 @@ type Sharing struct {
 	TimeSlicing TimeSlicing `json:"timeSlicing"`
 	// MPS shares each GPU between Replicas clients through NVIDIA's MPS control daemon
 	// (k8s-device-plugin's sharing.mps); it excludes TimeSlicing. nil: no MPS. The feature
-	// labels describe it as gpu-feature-discovery does; the device plugin refuses it until
-	// it serves MPS.
+	// labels describe it as gpu-feature-discovery does.
 	MPS *MPS `json:"mps,omitempty"`
 }
 
-// MPS is the MPS sharing of a GPU: Replicas clients each (2 or more).
+// MPS is the MPS sharing of a GPU: Replicas clients each (2 to MaxMPSClients).
 type MPS struct {
 	Replicas int `json:"replicas"`
 }

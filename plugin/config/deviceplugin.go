@@ -164,13 +164,34 @@ func ValidateDevicePlugin(cfg DevicePlugin) error {
 		// ListAndWatch too large for the kubelet to read (nothing would be advertised).
 		return fmt.Errorf("field sharing.timeSlicing.replicas: %d is over the limit of %d: every replica of every device goes into one ListAndWatch message, which the kubelet reads with gRPC's 4 MiB limit; use at most %d", r, MaxReplicas, MaxReplicas)
 	}
-	if cfg.Sharing.MPS != nil {
-		// The feature labels know MPS (plugin/agent/labels); serving it needs the MPS control
-		// daemon, which this plugin does not run: refuse rather than hand out GPUs unshared.
-		return fmt.Errorf("field sharing.mps: MPS sharing is not served by this device plugin; use sharing.timeSlicing")
+	if err := validateMPS(cfg); err != nil {
+		return err
 	}
 	if _, err := RecoveryPeriod(cfg); err != nil {
 		return err
+	}
+	return nil
+}
+
+// validateMPS refuses what k8s-device-plugin v0.17.4 refuses with sharing.mps (fewer than 2
+// replicas, migStrategy mixed, MIG devices) and what the MPS server cannot serve (more than
+// MaxMPSClients clients per GPU), and time-slicing beside it.
+func validateMPS(cfg DevicePlugin) error {
+	m := cfg.Sharing.MPS
+	if m == nil {
+		return nil
+	}
+	switch {
+	case m.Replicas < 2:
+		return fmt.Errorf("field sharing.mps.replicas: %d: MPS shares a GPU between 2 or more clients; remove sharing.mps for whole GPUs", m.Replicas)
+	case m.Replicas > MaxMPSClients:
+		return fmt.Errorf("field sharing.mps.replicas: %d is over %d: the MPS server accepts at most %d clients per GPU; use at most %d", m.Replicas, MaxMPSClients, MaxMPSClients, MaxMPSClients)
+	case cfg.Sharing.TimeSlicing.Replicas > 1:
+		return fmt.Errorf("field sharing: mps and timeSlicing replicas %d are both set; a GPU is shared one way: keep one", cfg.Sharing.TimeSlicing.Replicas)
+	case cfg.MIGStrategy != MIGNone:
+		return fmt.Errorf("field migStrategy: %s with sharing.mps: MPS does not share MIG devices (k8s-device-plugin refuses it too); use migStrategy none", cfg.MIGStrategy)
+	case cfg.Allocation == AllocationDRA:
+		return fmt.Errorf("field sharing.mps with allocation dra: the DRA plugin shares GPUs per claim (a GpuConfig with sharing.strategy MPS), not per pool")
 	}
 	return nil
 }

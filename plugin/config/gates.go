@@ -125,14 +125,19 @@ var Gates = []Gate{
 		DaemonSets: []string{DaemonSetMIGManager},
 		Fix:        "the MIG step has not applied {node}'s layout: see its nvidia.com/mig.config.state label and the gpu-mig-manager pod there ({onNode})",
 		Health:     "running (no probe): gpu-node-agent mig keeps running and re-applies when the node's nvidia.com/mig.config label changes"},
-	{Name: StageDevicePlugin, Label: LabelDeployDevicePlugin, OpenedBy: StageMIGManager, Rollout: RolloutDevicePlugin,
+	{Name: StageMPSControlDaemon, Label: LabelDeployMPSControlDaemon, OpenedBy: StageMIGManager, Check: true, Rollout: RolloutDevicePlugin,
+		EnabledBy: func(s Stages) bool { return s.MPS }, EnabledWhen: "`devicePlugin.sharing.mps` (spec or a node pool)",
+		DaemonSets: []string{DaemonSetMPSControlDaemon}, PerPool: true,
+		Fix:    "the MPS control daemon on {node} is not serving its pool's GPUs yet: its record " + MPSHostRoot + "/" + MPSStatusFileName + " and the gpu-mps-control-daemon pod there say why ({onNode})",
+		Health: "/readyz once the daemon has judged the node (its verdict goes to the gate through its record); /healthz: the MPS control daemon answers on its pipe"},
+	{Name: StageDevicePlugin, Label: LabelDeployDevicePlugin, OpenedBy: StageMPSControlDaemon, Rollout: RolloutDevicePlugin,
 		DaemonSets: []string{DaemonSetDevicePlugin, DaemonSetDRAPlugin}, PerPool: true,
 		Health: "running (no probe); a GPU the plugin finds unhealthy is reported to the kubelet"},
-	{Name: StageFeatureDiscovery, Label: LabelDeployFeatureDiscovery, OpenedBy: StageMIGManager, Rollout: RolloutObservability,
+	{Name: StageFeatureDiscovery, Label: LabelDeployFeatureDiscovery, OpenedBy: StageMPSControlDaemon, Rollout: RolloutObservability,
 		EnabledBy: func(s Stages) bool { return s.FeatureDiscovery }, EnabledWhen: "`featureDiscovery.enabled`",
 		DaemonSets: []string{DaemonSetFeatureDiscovery},
 		Health:     "running (no probe)"},
-	{Name: StageExporter, Label: LabelDeployExporter, OpenedBy: StageMIGManager, Rollout: RolloutObservability,
+	{Name: StageExporter, Label: LabelDeployExporter, OpenedBy: StageMPSControlDaemon, Rollout: RolloutObservability,
 		EnabledBy: func(s Stages) bool { return s.Exporter }, EnabledWhen: "`exporter.enabled`",
 		DaemonSets: []string{DaemonSetExporter},
 		Health:     "/readyz once XID events are registered and the first NVML snapshot is taken; /healthz liveness"},
@@ -186,12 +191,19 @@ func GateLabels(openedBy string, s Stages) []string {
 }
 
 // LabelsOpenedBy are the labels of every row the check stage opens in the table (enabled or
-// not), in table order: the programs behind the MIG step's are the ones holding NVML handles.
+// not), and of the rows the checks after it open, in table order: the programs behind the MIG
+// step's are the ones holding NVML handles (the MPS control daemon, whose check the MIG step's
+// opens, and the device plugin behind it among them).
 func LabelsOpenedBy(stage string) []string {
 	var out []string
 	for _, g := range Gates {
-		if g.OpenedBy == stage {
-			out = append(out, g.Label)
+		for opener := g.OpenedBy; opener != ""; {
+			if opener == stage {
+				out = append(out, g.Label)
+				break
+			}
+			row, _ := GateByName(opener)
+			opener = row.OpenedBy
 		}
 	}
 	return out

@@ -8,7 +8,7 @@ import (
 // The agent opens labels check by check in table order, and doctor reads the table in its
 // own order, so the table must list the gates in the order their checks run.
 func TestGatesFollowTheCheckOrder(t *testing.T) {
-	checks := EnabledChecks(Stages{FeatureDiscovery: true, Exporter: true, MIG: true}) // every check
+	checks := EnabledChecks(Stages{FeatureDiscovery: true, Exporter: true, MIG: true, MPS: true}) // every check
 	last, seen := -1, map[string]bool{}
 	for _, g := range Gates {
 		i := slices.Index(checks, g.OpenedBy) // -1 for the entry gate
@@ -29,6 +29,8 @@ func TestGatesFollowTheCheckOrder(t *testing.T) {
 func TestGateLabels(t *testing.T) {
 	all := Stages{FeatureDiscovery: true, Exporter: true}
 	mig := Stages{FeatureDiscovery: true, Exporter: true, MIG: true}
+	mps := Stages{FeatureDiscovery: true, Exporter: true, MPS: true}
+	every := Stages{FeatureDiscovery: true, Exporter: true, MIG: true, MPS: true}
 	for _, tc := range []struct {
 		openedBy string
 		stages   Stages
@@ -43,15 +45,21 @@ func TestGateLabels(t *testing.T) {
 		// With MIG the toolkit check opens the MIG step, whose check opens the rest.
 		{StageToolkit, mig, []string{LabelToolkitReady, LabelDeployMIGManager}},
 		{StageMIGManager, mig, []string{LabelDeployDevicePlugin, LabelDeployFeatureDiscovery, LabelDeployExporter}},
+		// With MPS the MPS check opens the device plugin and what follows it, after the check
+		// before it opened the daemon's gate.
+		{StageToolkit, mps, []string{LabelToolkitReady, LabelDeployMPSControlDaemon}},
+		{StageMPSControlDaemon, mps, []string{LabelDeployDevicePlugin, LabelDeployFeatureDiscovery, LabelDeployExporter}},
+		{StageMIGManager, every, []string{LabelDeployMPSControlDaemon}},
+		{StageMPSControlDaemon, every, []string{LabelDeployDevicePlugin, LabelDeployFeatureDiscovery, LabelDeployExporter}},
 	} {
 		if got := GateLabels(tc.openedBy, tc.stages); !slices.Equal(got, tc.want) {
 			t.Errorf("GateLabels(%q, %+v) = %v, want %v", tc.openedBy, tc.stages, got, tc.want)
 		}
 	}
-	if got := DisabledGateLabels(Stages{}); !slices.Equal(got, []string{LabelDeployMIGManager, LabelDeployFeatureDiscovery, LabelDeployExporter}) {
+	if got := DisabledGateLabels(Stages{}); !slices.Equal(got, []string{LabelDeployMIGManager, LabelDeployMPSControlDaemon, LabelDeployFeatureDiscovery, LabelDeployExporter}) {
 		t.Errorf("DisabledGateLabels(none) = %v", got)
 	}
-	if got := DisabledGateLabels(mig); got != nil {
+	if got := DisabledGateLabels(every); got != nil {
 		t.Errorf("DisabledGateLabels(all) = %v", got)
 	}
 	if got := EnabledChecks(all); !slices.Equal(got, []string{StageDriver, StageToolkit}) {
@@ -59,6 +67,9 @@ func TestGateLabels(t *testing.T) {
 	}
 	if got := EnabledChecks(mig); !slices.Equal(got, []string{StageDriver, StageToolkit, StageMIGManager}) {
 		t.Errorf("EnabledChecks(MIG) = %v", got)
+	}
+	if got := EnabledChecks(every); !slices.Equal(got, []string{StageDriver, StageToolkit, StageMIGManager, StageMPSControlDaemon}) {
+		t.Errorf("EnabledChecks(MIG and MPS) = %v", got)
 	}
 }
 
@@ -82,9 +93,10 @@ func TestStageTableIsComplete(t *testing.T) {
 	}
 }
 
-// The MIG step closes what it opens while it repartitions: the programs holding NVML handles.
+// The MIG step closes what it opens while it repartitions: the programs holding NVML handles,
+// the MPS control daemon's included, and those behind the MPS check.
 func TestLabelsOpenedByMIGStep(t *testing.T) {
-	want := []string{LabelDeployDevicePlugin, LabelDeployFeatureDiscovery, LabelDeployExporter}
+	want := []string{LabelDeployMPSControlDaemon, LabelDeployDevicePlugin, LabelDeployFeatureDiscovery, LabelDeployExporter}
 	if got := LabelsOpenedBy(StageMIGManager); !slices.Equal(got, want) {
 		t.Fatalf("LabelsOpenedBy(%s) = %v, want %v", StageMIGManager, got, want)
 	}

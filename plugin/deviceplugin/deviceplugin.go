@@ -8,6 +8,7 @@
 package deviceplugin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,12 @@ type Options struct {
 	PluginDir string
 	HostRoot  string
 	Logger    *slog.Logger
+	// MPS sharing: MPSHostRoot is the host's MPS root (the mounts handed to containers),
+	// MPSDir where it is mounted here (the control daemon's record is read there).
+	MPSHostRoot string
+	MPSDir      string
+	// MPSPoll is how often the control daemon's record is read while the plugin waits for it.
+	MPSPoll time.Duration
 
 	// Health tuning (the recovery period comes from Config).
 	ProbeInterval time.Duration
@@ -86,9 +93,15 @@ func New(opts Options) (*Manager, error) {
 	}
 	m := &Manager{opts: opts, log: opts.Logger, gpus: gpus}
 	graph := topology.Build(gpus)
+	var mps *server.MPS
+	if opts.Config.Sharing.MPS != nil {
+		mps = &server.MPS{HostRoot: cmp.Or(opts.MPSHostRoot, config.MPSHostRoot)}
+		m.opts.MPSDir = cmp.Or(opts.MPSDir, config.MPSContainerRoot)
+		m.opts.MPSPoll = cmp.Or(opts.MPSPoll, time.Second)
+	}
 	for _, res := range resources {
 		m.plugins = append(m.plugins, server.New(res, server.Options{
-			PluginDir: opts.PluginDir, DeviceListStrategy: opts.Config.DeviceListStrategy, Graph: graph, Logger: opts.Logger,
+			PluginDir: opts.PluginDir, DeviceListStrategy: opts.Config.DeviceListStrategy, Graph: graph, MPS: mps, Logger: opts.Logger,
 		}))
 	}
 	if opts.Config.HealthChecks.Enabled {
@@ -112,6 +125,9 @@ func (m *Manager) Run(ctx context.Context) error {
 			err = errors.New("not a directory")
 		}
 		return fmt.Errorf("--plugin-dir %s: %w (mount the kubelet's device-plugins directory there)", m.opts.PluginDir, err)
+	}
+	if !m.waitForMPS(ctx) {
+		return nil
 	}
 	w, err := newKubeletWatch(m.opts.PluginDir, m.plugins, m.log)
 	if err != nil {
@@ -154,5 +170,35 @@ func (m *Manager) applyHealth(u health.Update) {
 func (m *Manager) stopAll() {
 	for _, p := range m.plugins {
 		p.Stop()
+	}
+}
+
+// waitForMPS holds the plugin back, under MPS sharing, until the node's control daemon records
+// that it serves this config and its pipe is there: a replica handed out before would be a
+// client with no server (k8s-device-plugin checks the daemon before serving, too). The agent
+// opens this stage's gate only then, so the wait is short unless the daemon was restarted.
+// false: ctx ended first.
+func (m *Manager) waitForMPS(ctx context.Context) bool {
+	if m.opts.Config.Sharing.MPS == nil {
+		return true
+	}
+	t := time.NewTicker(m.opts.MPSPoll)
+	defer t.Stop()
+	var last string
+	for {
+		err := config.MPSServes(m.opts.MPSDir, m.opts.Config, os.ReadFile, os.Stat)
+		if err == nil {
+			m.log.Info("the MPS control daemon serves this config", "mpsDir", m.opts.MPSDir)
+			return true
+		}
+		if err.Error() != last {
+			m.log.Info("waiting for the MPS control daemon", "reason", err.Error())
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
 	}
 }

@@ -32,9 +32,10 @@ const (
 // reconciler). A new stage's check is one entry of checkFor.
 func Checks(cfg *config.Agent) []gate.StageCheck {
 	checkFor := map[string]gate.CheckFunc{
-		config.StageDriver:     poolDriverCheck(cfg),
-		config.StageToolkit:    ToolkitCheck(cfg),
-		config.StageMIGManager: MIGCheck(cfg),
+		config.StageDriver:           poolDriverCheck(cfg),
+		config.StageToolkit:          ToolkitCheck(cfg),
+		config.StageMIGManager:       MIGCheck(cfg),
+		config.StageMPSControlDaemon: MPSCheck(cfg),
 	}
 	checks := []gate.StageCheck{{Stage: StageEntry, Opens: config.GateLabels("", cfg.Stages)}}
 	for _, stage := range config.EnabledChecks(cfg.Stages) {
@@ -112,18 +113,20 @@ const (
 	WhyDeviceNodes   = "NVIDIA device nodes changed"
 	WhyDriverVersion = "driver version file changed"
 	WhyDriverModule  = "NVIDIA kernel module loaded or unloaded"
+	WhyMPSStatus     = "MPS control daemon record changed"
 )
 
 // WatchDirs are the host directories whose entries the checks read, for the inotify watch of
 // the gate and the driver validator: the toolkit status file (replaced by rename, so its
 // directory is watched), the NVIDIA device nodes, which appear in /dev (devtmpfs reports them)
-// when the driver loads, and the driver's version file where it is a plain file (procfs never
-// reports it; DriverEvents covers the real one).
+// when the driver loads, the driver's version file where it is a plain file (procfs never
+// reports it; DriverEvents covers the real one), and the MPS control daemon's record.
 func WatchDirs() []wake.Dir {
 	return []wake.Dir{
 		{Path: filepath.Dir(config.ToolkitStatusFile), Names: []string{filepath.Base(config.ToolkitStatusFile)}, Why: WhyToolkitStatus},
 		{Path: "/dev", Names: []string{"nvidia*"}, Why: WhyDeviceNodes},
 		{Path: filepath.Dir(hostfacts.KernelDriverFile), Names: []string{filepath.Base(hostfacts.KernelDriverFile)}, Why: WhyDriverVersion},
+		{Path: config.MPSHostRoot, Names: []string{config.MPSStatusFileName}, Why: WhyMPSStatus},
 	}
 }
 

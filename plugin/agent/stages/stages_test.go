@@ -151,19 +151,19 @@ func TestChecksFollowTheGateTable(t *testing.T) {
 			StageEntry:          {config.LabelDeployDriver},
 			config.StageDriver:  {config.LabelDeployToolkit},
 			config.StageToolkit: {config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter},
-			StageDisabled:       {config.LabelDeployMIGManager},
+			StageDisabled:       {config.LabelDeployMIGManager, config.LabelDeployMPSControlDaemon},
 		}},
 		{config.Stages{Exporter: true}, map[string][]string{
 			StageEntry:          {config.LabelDeployDriver},
 			config.StageDriver:  {config.LabelDeployToolkit},
 			config.StageToolkit: {config.LabelToolkitReady, config.LabelDeployDevicePlugin, config.LabelDeployExporter},
-			StageDisabled:       {config.LabelDeployMIGManager, config.LabelDeployFeatureDiscovery},
+			StageDisabled:       {config.LabelDeployMIGManager, config.LabelDeployMPSControlDaemon, config.LabelDeployFeatureDiscovery},
 		}},
 		{config.Stages{}, map[string][]string{
 			StageEntry:          {config.LabelDeployDriver},
 			config.StageDriver:  {config.LabelDeployToolkit},
 			config.StageToolkit: {config.LabelToolkitReady, config.LabelDeployDevicePlugin},
-			StageDisabled:       {config.LabelDeployMIGManager, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter},
+			StageDisabled:       {config.LabelDeployMIGManager, config.LabelDeployMPSControlDaemon, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter},
 		}},
 		// MIG: the toolkit check opens the MIG step, whose check opens the rest.
 		{config.Stages{FeatureDiscovery: true, Exporter: true, MIG: true}, map[string][]string{
@@ -171,6 +171,15 @@ func TestChecksFollowTheGateTable(t *testing.T) {
 			config.StageDriver:     {config.LabelDeployToolkit},
 			config.StageToolkit:    {config.LabelToolkitReady, config.LabelDeployMIGManager},
 			config.StageMIGManager: {config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter},
+			StageDisabled:          {config.LabelDeployMPSControlDaemon},
+		}},
+		// MPS: the check before it opens the daemon's gate, the MPS check the rest.
+		{config.Stages{FeatureDiscovery: true, Exporter: true, MIG: true, MPS: true}, map[string][]string{
+			StageEntry:                   {config.LabelDeployDriver},
+			config.StageDriver:           {config.LabelDeployToolkit},
+			config.StageToolkit:          {config.LabelToolkitReady, config.LabelDeployMIGManager},
+			config.StageMIGManager:       {config.LabelDeployMPSControlDaemon},
+			config.StageMPSControlDaemon: {config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter},
 		}},
 	} {
 		cfg := agentConfig()
@@ -179,6 +188,9 @@ func TestChecksFollowTheGateTable(t *testing.T) {
 		order := []string{StageEntry, config.StageDriver, config.StageToolkit}
 		if tc.stages.MIG {
 			order = append(order, config.StageMIGManager)
+		}
+		if tc.stages.MPS {
+			order = append(order, config.StageMPSControlDaemon)
 		}
 		if _, ok := tc.want[StageDisabled]; ok {
 			order = append(order, StageDisabled)

@@ -13,7 +13,7 @@ import (
 
 // Device is one device id the plugin advertises to the kubelet.
 type Device struct {
-	ID   string // the kubelet's id: the UUID, or "<uuid>::<n>" for time-slicing replica n
+	ID   string // the kubelet's id: the UUID, or "<uuid>::<n>" for replica n (time-slicing or MPS)
 	UUID string // the GPU or MIG device the id stands for
 	GPU  int    // index of the physical GPU (the parent of a MIG device)
 	NUMA int    // -1 when unknown
@@ -45,7 +45,7 @@ func UUIDOf(id string) string {
 // cfg.ResourceName is always among the result, without devices if need be. The result is
 // sorted by resource name; devices by GPU index, then MIG instance, then replica.
 func Resources(gpus []GPU, cfg config.DevicePlugin) ([]Resource, error) {
-	replicas := max(cfg.Sharing.TimeSlicing.Replicas, 1)
+	_, replicas := cfg.Sharing.Strategy() // time-slicing and MPS replicas are advertised alike
 	byName := map[string]*Resource{}
 	add := func(name string, mig bool, uuid string, g GPU) {
 		r := byName[name]

@@ -21,6 +21,8 @@ const (
 	// visibleNone keeps the legacy hook from injecting anything. CUDA base images set
 	// NVIDIA_VISIBLE_DEVICES=all; under cdi-cri that default would expose every GPU.
 	visibleNone = "void"
+	// MPSPipeDirEnv tells CUDA where the MPS control daemon's pipes are.
+	MPSPipeDirEnv = "CUDA_MPS_PIPE_DIRECTORY"
 )
 
 // Allocate answers, per container, which devices the runtime must inject: CDI device names
@@ -32,6 +34,11 @@ func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 		if err != nil {
 			return nil, err
 		}
+		if p.opts.MPS != nil && len(creq.DevicesIds) > 1 {
+			// k8s-device-plugin v0.17.4 refuses it under MPS whatever failRequestsGreaterThanOne
+			// says: the daemon's limits are per client, and a client is one replica.
+			return nil, status.Errorf(codes.InvalidArgument, "resource %s is shared with MPS: a container may request 1, not %d (each replica is one MPS client with its share of the GPU)", p.res.Name, len(creq.DevicesIds))
+		}
 		cresp := &pluginapi.ContainerAllocateResponse{}
 		switch p.opts.DeviceListStrategy {
 		case config.DeviceListEnvVar:
@@ -42,6 +49,13 @@ func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 			for _, u := range uuids {
 				cresp.CdiDevices = append(cresp.CdiDevices, &pluginapi.CDIDevice{Name: config.CDIKind + "=" + u})
 			}
+		}
+		if m := p.opts.MPS; m != nil {
+			pipe := config.MPSPipeDir(config.MPSContainerRoot, p.res.Name)
+			cresp.Envs[MPSPipeDirEnv] = pipe
+			cresp.Mounts = append(cresp.Mounts,
+				&pluginapi.Mount{ContainerPath: pipe, HostPath: config.MPSPipeDir(m.HostRoot, p.res.Name)},
+				&pluginapi.Mount{ContainerPath: "/dev/shm", HostPath: config.MPSShmDir(m.HostRoot)})
 		}
 		resp.ContainerResponses = append(resp.ContainerResponses, cresp)
 	}

@@ -29,8 +29,17 @@ type Options struct {
 	PluginDir          string
 	DeviceListStrategy string
 	// Graph scores GPU pairs for GetPreferredAllocation of whole GPUs; nil means no topology.
-	Graph  *topology.Graph
+	Graph *topology.Graph
+	// MPS: the resource's replicas are MPS clients of the node's control daemon; nil: none.
+	MPS    *MPS
 	Logger *slog.Logger
+}
+
+// MPS is what a container given an MPS replica needs, as k8s-device-plugin v0.17.4 hands it
+// out: CUDA_MPS_PIPE_DIRECTORY, the daemon's pipe directory and its /dev/shm.
+type MPS struct {
+	// HostRoot is the MPS root on the host (config.MPSHostRoot), where the daemon keeps them.
+	HostRoot string
 }
 
 // Plugin serves one resource.

@@ -93,6 +93,9 @@ type deviceState struct {
 	migs    [][]*mock.Device
 	sets    map[*mock.EventSet]*mockEventSet
 	allMask uint64
+	// computeMode of each GPU (the MPS control daemon sets EXCLUSIVE_PROCESS); NVML's
+	// default is DEFAULT. Per process, as the hardware's is not: tests read it back.
+	computeMode map[int]nvml.ComputeMode
 }
 
 // mockEventSet delivers injected events to one EventSet.Wait caller.
@@ -126,6 +129,23 @@ func (m *Mock) fillDevices() {
 }
 
 func (st *deviceState) fillGPU(i int, d *server.Device) {
+	d.GetComputeModeFunc = func() (nvml.ComputeMode, nvml.Return) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.computeMode[i], nvml.SUCCESS // the zero value is COMPUTEMODE_DEFAULT
+	}
+	d.SetComputeModeFunc = func(m nvml.ComputeMode) nvml.Return {
+		if m < nvml.COMPUTEMODE_DEFAULT || m >= nvml.COMPUTEMODE_COUNT {
+			return nvml.ERROR_INVALID_ARGUMENT
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if st.computeMode == nil {
+			st.computeMode = map[int]nvml.ComputeMode{}
+		}
+		st.computeMode[i] = m
+		return nvml.SUCCESS
+	}
 	prevPci := d.GetPciInfoFunc
 	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
 		p := nvml.PciInfo{}

@@ -1,5 +1,6 @@
 // Package hostfacts reads the node facts that live in host files: the loaded NVIDIA kernel
-// module's version and the toolkit stage's record (config.ToolkitStatusFile). It links no NVML
+// module's version, the toolkit stage's record (config.ToolkitStatusFile) and the MPS control
+// daemon's (config.MPSStatusFile). It links no NVML
 // on purpose: the unprivileged gate reads it, and so do test binaries that link Go's plugin
 // package (through kustomize), which the linker marks BIND_NOW; go-nvml's symbols, resolved
 // only when libnvidia-ml.so.1 is opened, would abort such a binary at start-up.
@@ -40,6 +41,11 @@ type Facts struct {
 	KernelDriverErr error
 	Toolkit         config.ToolkitStatus
 	ToolkitErr      error
+	// MPS is the MPS control daemon's record (config.MPSStatusFile under config.MPSHostRoot)
+	// and MPSPipeErr whether the pipe of the resource it serves is there.
+	MPS        config.MPSStatus
+	MPSErr     error
+	MPSPipeErr error
 }
 
 // Read reads the host facts under hostRoot.
@@ -49,6 +55,10 @@ func Read(hostRoot string) Facts {
 	m, h.KernelDriverErr = ReadKernelModule(hostRoot)
 	h.KernelDriver, h.KernelModules = m.Version, m.Type
 	h.Toolkit, h.ToolkitErr = ReadToolkitStatus(hostRoot)
+	h.MPS, h.MPSErr = config.ReadMPSStatus(config.MPSHostRoot, func(p string) ([]byte, error) { return hostfs.ReadFile(hostRoot, p) })
+	if h.MPSErr == nil {
+		h.MPSPipeErr = config.MPSPipe(config.MPSHostRoot, h.MPS.Resource, func(p string) (fs.FileInfo, error) { return hostfs.Stat(hostRoot, p) })
+	}
 	return h
 }
 
