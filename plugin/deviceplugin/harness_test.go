@@ -40,6 +40,8 @@ type setup struct {
 	probe    time.Duration // health probe interval; 20ms when zero
 	// productionRetry keeps the registration retry defaults instead of the tests' fast ones.
 	productionRetry bool
+	// mpsDir is where the MPS control daemon's record is read (sharing.mps).
+	mpsDir string
 }
 
 func newHarness(t testing.TB, s setup) (*harness, *kubelettest.Kubelet) {
@@ -87,6 +89,7 @@ func newHarness(t testing.TB, s setup) (*harness, *kubelettest.Kubelet) {
 		Logger:        testLogger(),
 		ProbeInterval: s.probe, WaitTimeout: 50 * time.Millisecond,
 		RetryInitial: 2 * time.Millisecond, RetryMax: 50 * time.Millisecond, RetryAttempts: 50,
+		MPSDir: s.mpsDir, MPSPoll: 10 * time.Millisecond,
 	}
 	if s.productionRetry {
 		opts.RetryInitial, opts.RetryMax, opts.RetryAttempts = 0, 0, 0
