@@ -21,7 +21,7 @@ func init() {
 		"flags.gdsEnabled":                    "GPUDirect Storage is not part of v1alpha1",
 		"flags.mofedEnabled":                  "GPUDirect RDMA is not part of v1alpha1",
 		"resources":                           "renaming GPUs by model (resources.gpus/mig patterns) has no counterpart: one resource name per pool (devicePlugin.resourceName)",
-		"sharing.mps":                         "MPS sharing is not in v1alpha1 yet",
+		"sharing.mps.resources":               "MPS per resource other than one replica count for nvidia.com/gpu has no counterpart",
 		"sharing.timeSlicing.renameByDefault": "gpupolicy advertises shared GPUs under the pool's resourceName; set it to <name>.shared yourself to keep the renamed resource",
 		"sharing.timeSlicing.failRequestsGreaterThanOne": "a pod may request several replicas of a shared GPU; there is no switch to refuse that",
 		"sharing.timeSlicing.resources":                  "time-slicing per resource other than one replica count for nvidia.com/gpu has no counterpart",
@@ -92,6 +92,7 @@ func (m *mapper) sharingConfig(f *fields, dp *v1alpha1.DevicePlugin, out string)
 	if b := f.boolean("sharing.timeSlicing.failRequestsGreaterThanOne"); b != nil && *b {
 		f.used["sharing.timeSlicing.failRequestsGreaterThanOne"] = false
 	}
+	m.mpsConfig(f, dp, out)
 	var res []struct {
 		Name     string `json:"name"`
 		Replicas int    `json:"replicas"`
@@ -101,7 +102,10 @@ func (m *mapper) sharingConfig(f *fields, dp *v1alpha1.DevicePlugin, out string)
 	} else if ok {
 		if len(res) == 1 && res[0].Name == "nvidia.com/gpu" {
 			replicas := res[0].Replicas
-			dp.Sharing = &v1alpha1.Sharing{TimeSlicing: &v1alpha1.TimeSlicing{Replicas: &replicas}}
+			if dp.Sharing == nil {
+				dp.Sharing = &v1alpha1.Sharing{}
+			}
+			dp.Sharing.TimeSlicing = &v1alpha1.TimeSlicing{Replicas: &replicas}
 			m.set(out+".sharing.timeSlicing.replicas", f.path("sharing.timeSlicing.resources"))
 		} else {
 			f.used["sharing.timeSlicing.resources"] = false
@@ -178,5 +182,38 @@ func (m *mapper) nvidiaDrivers(in *Input, used bool) {
 		// Only pools have a container driver; the other GPU nodes keep what they run.
 		s.Driver.Source = v1alpha1.SourcePreinstalled
 		m.set("spec.driver.source", "no NVIDIADriver selects every GPU node: the others are validated as preinstalled")
+	}
+}
+
+// mpsConfig maps k8s-device-plugin's sharing.mps: one resource nvidia.com/gpu with its
+// replicas, and renameByDefault, which advertises it as nvidia.com/gpu.shared (k8s-device-plugin
+// renames it so; failRequestsGreaterThanOne is always true under MPS, as here).
+func (m *mapper) mpsConfig(f *fields, dp *v1alpha1.DevicePlugin, out string) {
+	f.get("sharing.mps.failRequestsGreaterThanOne")
+	var res []struct {
+		Name     string `json:"name"`
+		Replicas int    `json:"replicas"`
+	}
+	ok, err := f.into("sharing.mps.resources", &res)
+	if err != nil {
+		m.errs = append(m.errs, err)
+		return
+	}
+	if !ok {
+		return
+	}
+	if len(res) != 1 || res[0].Name != "nvidia.com/gpu" {
+		f.used["sharing.mps.resources"] = false
+		return
+	}
+	replicas := res[0].Replicas
+	if dp.Sharing == nil {
+		dp.Sharing = &v1alpha1.Sharing{}
+	}
+	dp.Sharing.MPS = &v1alpha1.MPS{Replicas: &replicas}
+	m.set(out+".sharing.mps.replicas", f.path("sharing.mps.resources"))
+	if b := f.boolean("sharing.mps.renameByDefault"); b != nil && *b {
+		dp.ResourceName = "nvidia.com/gpu.shared"
+		m.set(out+".resourceName", f.path("sharing.mps.renameByDefault"))
 	}
 }

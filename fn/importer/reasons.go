@@ -67,7 +67,7 @@ var reasons = map[string]map[string]string{
 		"devicePlugin.args":                                     "extra arguments of NVIDIA's device plugin: gpupolicy's device plugin takes its settings from spec.devicePlugin",
 		"devicePlugin.env":                                      "this k8s-device-plugin variable has no counterpart in spec.devicePlugin",
 		"devicePlugin.config":                                   "the ConfigMap it names is not in the input: pass it too to import its time-slicing settings",
-		"devicePlugin.mps":                                      "MPS sharing is not in v1alpha1 yet",
+		"devicePlugin.mps":                                      "the MPS root is NVIDIA's default, /run/nvidia/mps; another root has no counterpart (MPS sharing itself is read from the device plugin config: devicePlugin.sharing.mps)",
 		"dcgmExporter.repository":                               "gpupolicy runs its own exporter (dcgm-exporter's metric names) from images.gpupolicy",
 		"dcgmExporter.image":                                    "gpupolicy runs its own exporter (dcgm-exporter's metric names) from images.gpupolicy",
 		"dcgmExporter.version":                                  "gpupolicy runs its own exporter (dcgm-exporter's metric names) from images.gpupolicy",

@@ -44,12 +44,22 @@ func devicePluginConfig(poolName, allocation string, dp *v1alpha1.DevicePlugin) 
 		ResourceName:       dp.ResourceName,
 		MIGStrategy:        dp.MIGStrategy,
 		DeviceListStrategy: dp.DeviceListStrategy,
-		Sharing:            config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: dp.Sharing.TimeSlicing.GetReplicas()}},
+		Sharing:            sharingConfig(dp.Sharing, allocation),
 		HealthChecks: config.HealthChecks{
 			Enabled:     v1alpha1.Bool(dp.HealthChecks.Enabled),
 			IgnoredXIDs: dp.HealthChecks.IgnoredXIDs,
 		},
 	}
+}
+
+// sharingConfig is the device plugin's sharing: MPS when set (time-slicing then 1), except
+// under DRA, whose plugin shares per claim and refuses a pool's MPS.
+func sharingConfig(s *v1alpha1.Sharing, allocation string) config.Sharing {
+	out := config.Sharing{TimeSlicing: config.TimeSlicing{Replicas: s.TimeSlicing.GetReplicas()}}
+	if m := s.GetMPS(); m != nil && allocation != v1alpha1.AllocationDRA {
+		out.MPS = &config.MPS{Replicas: m.GetReplicas()}
+	}
+	return out
 }
 
 // agentConfig is everything the node agent verifies and labels, from the policy.
@@ -101,6 +111,7 @@ func agentConfig(p *v1alpha1.GPUPolicy, dropInSHA256 string) config.Agent {
 		}
 	}
 	a.Stages.MIG = len(migPools(p)) > 0
+	a.Stages.MPS = len(mpsPools(p)) > 0
 	return a
 }
 

@@ -60,8 +60,9 @@ func TestRenderedDefaultsAreTheNodeDefaults(t *testing.T) {
 	if d, _ := config.AgentInterval(agent); d != config.DefaultAgentInterval {
 		t.Errorf("rendered agent interval %s, the agent's default %s", d, config.DefaultAgentInterval)
 	}
-	// Only the MIG step is off: it runs where a pool declares MIG layouts.
-	if !agent.Stages.FeatureDiscovery || !agent.Stages.Exporter || !slices.Equal(config.DisabledGateLabels(agent.Stages), []string{config.LabelDeployMIGManager}) {
+	// Only the MIG step and the MPS control daemon are off: they run where a pool declares MIG
+	// layouts or MPS sharing.
+	if !agent.Stages.FeatureDiscovery || !agent.Stages.Exporter || !slices.Equal(config.DisabledGateLabels(agent.Stages), []string{config.LabelDeployMIGManager, config.LabelDeployMPSControlDaemon}) {
 		t.Errorf("a policy that disables nothing renders stages %+v", agent.Stages)
 	}
 }

@@ -27,11 +27,16 @@ func renderDevicePlugins(c *plan) (Objects, error) {
 			out = append(out, obj)
 			continue
 		}
-		vols, mounts := volumesAndMounts(
+		ms := []mount{
 			configMapMount("device-plugin-config", config.DevicePluginConfigMap+pl.suffix(), config.DevicePluginDir),
 			hostPath("device-plugins", kubeletDevicePluginDir, corev1.HostPathDirectory, kubeletDevicePluginDir, false),
 			hostPath("host-sys", "/sys", corev1.HostPathDirectory, hostRoot+"/sys", true),
-		)
+		}
+		if pl.settings.Sharing.GetMPS() != nil {
+			// Read-only: the plugin serves once the MPS control daemon's record says so.
+			ms = append(ms, hostPath("mps-root", config.MPSHostRoot, corev1.HostPathDirectoryOrCreate, config.MPSContainerRoot, true))
+		}
+		vols, mounts := volumesAndMounts(ms...)
 		obj, err := c.buildPluginDaemonSet(pl, NameDevicePlugin, "device-plugin", vols, corev1.Container{
 			Name:  "device-plugin",
 			Image: c.images.gpupolicy,

@@ -67,6 +67,9 @@ func TestGates(t *testing.T) {
 		case render.NameMIGManager:
 			want = config.LabelDeployMIGManager
 		}
+		if strings.HasPrefix(ds.Name, render.NameMPSControlDaemon) {
+			want = config.LabelDeployMPSControlDaemon
+		}
 		terms := ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 		for _, term := range terms {
 			for k, v := range p.Spec.NodeSelector {

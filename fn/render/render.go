@@ -111,6 +111,7 @@ var renderers = []renderer{
 	renderDriver,
 	renderToolkit,
 	renderMIG,
+	renderMPS,
 	renderDevicePlugins,
 	renderFeatureDiscovery,
 	renderExporter,

@@ -12,7 +12,7 @@ import (
 
 // rootContainers must say uid 0: the image's default user is 65532, and neither privileged
 // nor a hostPath changes that. device-plugin and exporter stay unprivileged root.
-var rootContainers = map[string]bool{"device-plugin": true, "dra-plugin": true, "mig-manager": true, "exporter": true, "install": true, "toolkit-copy": true, "nvidia-driver": true}
+var rootContainers = map[string]bool{"device-plugin": true, "dra-plugin": true, "mig-manager": true, "mps-control-daemon": true, "exporter": true, "install": true, "toolkit-copy": true, "nvidia-driver": true}
 
 // nonRootContainers only read world-readable host files and keep the image's non-root user.
 var nonRootContainers = map[string]bool{"gate": true, "driver-upgrade": true, "driver-validator": true, "labels": true, "discover": true}
@@ -47,15 +47,20 @@ func TestContainerUsers(t *testing.T) {
 			default:
 				t.Errorf("%s %s: container %s is in neither list; decide its uid", name, o, c.Name)
 			}
-			if c.Name == "device-plugin" || c.Name == "dra-plugin" || c.Name == "exporter" { // mig-manager adds CAP_SYS_ADMIN (mig.go)
+			if c.Name == "device-plugin" || c.Name == "dra-plugin" || c.Name == "exporter" || c.Name == "mps-control-daemon" { // mig-manager adds CAP_SYS_ADMIN (mig.go)
 				unprivilegedRoot(t, name+" "+o.String()+" "+c.Name, sc)
 			}
-			if nvmlContainers[c.Name] != hasNVMLEnv(c.Env) {
+			if c.Name == "mps-control-daemon" {
+				// NVIDIA's own: NVML ("utility") and the driver's MPS programs ("compute").
+				if env := envMap(c.Env); env["NVIDIA_VISIBLE_DEVICES"] != "all" || env["NVIDIA_DRIVER_CAPABILITIES"] != "compute,utility" {
+					t.Errorf("%s %s: container %s env %v, want all GPUs with compute,utility", name, o, c.Name, env)
+				}
+			} else if nvmlContainers[c.Name] != hasNVMLEnv(c.Env) {
 				t.Errorf("%s %s: container %s: NVML env present = %v, want %v", name, o, c.Name, hasNVMLEnv(c.Env), nvmlContainers[c.Name])
 			}
 		}
 	})
-	for _, c := range []string{"device-plugin", "dra-plugin", "mig-manager", "exporter", "install", "toolkit-copy", "nvidia-driver", "gate", "driver-validator", "labels"} {
+	for _, c := range []string{"device-plugin", "dra-plugin", "mig-manager", "mps-control-daemon", "exporter", "install", "toolkit-copy", "nvidia-driver", "gate", "driver-validator", "labels"} {
 		if !seen[c] {
 			t.Errorf("no golden case renders container %s", c)
 		}
@@ -81,4 +86,12 @@ func hasNVMLEnv(env []corev1.EnvVar) bool {
 		}
 	}
 	return n == len(want)
+}
+
+func envMap(env []corev1.EnvVar) map[string]string {
+	out := map[string]string{}
+	for _, e := range env {
+		out[e.Name] = e.Value
+	}
+	return out
 }

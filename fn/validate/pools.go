@@ -40,6 +40,7 @@ func WrittenOf(p *v1alpha1.GPUPolicy) Written {
 type devicePluginSet struct {
 	resourceName, migStrategy, deviceListStrategy string
 	replicas                                      *int
+	mps                                           *v1alpha1.MPS // sharing.mps as written (its replicas may be unset)
 	ignoredXIDs                                   []uint64
 	resources                                     *corev1.ResourceRequirements
 	updateStrategy                                *v1alpha1.UpdateStrategy
@@ -60,6 +61,12 @@ func setIn(dp *v1alpha1.DevicePlugin) devicePluginSet {
 	if dp.Sharing != nil && dp.Sharing.TimeSlicing != nil {
 		if r := dp.Sharing.TimeSlicing.Replicas; r != nil {
 			set.replicas = new(*r)
+		}
+	}
+	if dp.Sharing != nil && dp.Sharing.MPS != nil {
+		set.mps = &v1alpha1.MPS{}
+		if r := dp.Sharing.MPS.Replicas; r != nil {
+			set.mps.Replicas = new(*r)
 		}
 	}
 	if dp.HealthChecks != nil {
@@ -107,9 +114,51 @@ func (c *checker) devicePlugin(dp *v1alpha1.DevicePlugin, set devicePluginSet, s
 			c.infof(rp, r, "time-sliced replicas are advertised as %s, so a pod asking for one GPU cannot tell a shared slice from a whole GPU; a resourceName such as \"nvidia.com/gpu.shared\" makes the sharing visible", dp.ResourceName)
 		}
 	}
+	if set.mps != nil {
+		c.mps(dp, set, p)
+	}
 	if set.ignoredXIDs != nil {
 		c.xids(p.Child("healthChecks", "ignoredXIDs"), set.ignoredXIDs)
 	}
+}
+
+// mps checks sharing.mps where it is written: its replicas, and what k8s-device-plugin v0.17.4
+// refuses beside it (time-slicing, migStrategy mixed), read from the defaulted block; a pool
+// that puts its GPUs in MIG mode is poolMPS's.
+func (c *checker) mps(dp *v1alpha1.DevicePlugin, set devicePluginSet, p *field.Path) {
+	mp := p.Child("sharing", "mps")
+	rp := mp.Child("replicas")
+	lim := v1alpha1.Limits["MPS.Replicas"]
+	switch r := set.mps.Replicas; {
+	case r == nil:
+		c.errorf(rp, nil, "is required: how many clients share each GPU, 2 to %d (e.g. 4)", lim.Max)
+	case *r < 2:
+		c.errorf(rp, *r, "MPS shares a GPU between 2 or more clients (k8s-device-plugin refuses fewer too): use 2 to %d, or remove sharing.mps for whole GPUs", lim.Max)
+	case int64(*r) > lim.Max:
+		c.errorf(rp, *r, "the MPS server of Volta and newer GPUs accepts at most %d clients per GPU, so replicas beyond it would be pods whose CUDA context fails to start: use at most %d", lim.Max, lim.Max)
+	}
+	if r := dp.Sharing.TimeSlicing.GetReplicas(); r > 1 {
+		c.errorf(mp, "{...}", "sharing.mps and sharing.timeSlicing.replicas %d are both set: a GPU is shared one way; keep one of them", r)
+	}
+	if dp.MIGStrategy == config.MIGMixed {
+		c.errorf(mp, "{...}", "MPS does not share MIG devices (k8s-device-plugin refuses sharing.mps with migStrategy mixed too): set migStrategy: none, or share MIG devices by time-slicing")
+	}
+	if set.mps.Replicas != nil && *set.mps.Replicas > 1 && dp.ResourceName == config.DefaultResourceName {
+		c.infof(rp, *set.mps.Replicas, "MPS replicas are advertised as %s, so a pod asking for one GPU cannot tell an MPS client from a whole GPU; a resourceName such as \"nvidia.com/gpu.shared\" (k8s-device-plugin's renameByDefault) makes the sharing visible", dp.ResourceName)
+	}
+}
+
+// poolMPS refuses MPS, set or inherited, in a pool that partitions its GPUs with MIG: the MPS
+// control daemon would find its GPUs in MIG mode and never serve the pool.
+func (c *checker) poolMPS(np *v1alpha1.NodePool, set devicePluginSet, ip *field.Path) {
+	if np.DevicePlugin.Sharing.GetMPS() == nil || np.MIG == nil || !migEnabled(np.MIG) || np.Allocation == v1alpha1.AllocationDRA {
+		return
+	}
+	if set.mps != nil {
+		c.errorf(ip.Child("devicePlugin", "sharing", "mps"), "{...}", "the pool's mig layouts put its GPUs in MIG mode, which MPS does not share: remove sharing.mps, or the MIG layouts")
+		return
+	}
+	c.errorf(ip.Child("mig"), "{...}", "the pool inherits spec.devicePlugin.sharing.mps, and MPS does not share GPUs in MIG mode: give the pool its own devicePlugin.sharing (e.g. {timeSlicing: {replicas: 1}})")
 }
 
 func (c *checker) resourceName(p *field.Path, name string) {
@@ -178,6 +227,9 @@ func (c *checker) nodePools(s *v1alpha1.Spec, w Written, p *field.Path) {
 		}
 		if np.MIG != nil {
 			c.mig(np, ip)
+		}
+		if np.DevicePlugin != nil {
+			c.poolMPS(np, w.pools[i], ip)
 		}
 		if np.Driver != nil {
 			c.poolDriver(s, np, ip.Child("driver"))

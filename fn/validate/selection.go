@@ -217,6 +217,9 @@ func (c *checker) sharingSelection(dp *v1alpha1.DevicePlugin, sel map[string]str
 	if replicas > 1 {
 		strategy = config.SharingTimeSlicing
 	}
+	if m := dp.Sharing.GetMPS(); m.GetReplicas() > 1 {
+		strategy, replicas = config.SharingMPS, m.GetReplicas()
+	}
 	flips := func(label, want string) {
 		got, ok := sel[label]
 		if !ok || got == want {
@@ -240,10 +243,10 @@ func (c *checker) sharingSelection(dp *v1alpha1.DevicePlugin, sel map[string]str
 		marked := strategy != config.SharingNone && dp.ResourceName == config.DefaultResourceName
 		switch {
 		case marked && !strings.HasSuffix(product, sharedMark):
-			c.errorf(sp.Key(config.LabelGPUProduct), product, "the pool time-slices its GPUs under the default resource name, so feature discovery writes %s=%s%s on its nodes, and a node selected by %q leaves the pool as soon as sharing applies: set a resourceName of your own (e.g. \"nvidia.com/gpu.shared\", which keeps the product label as it is), or select on a label a person sets",
-				config.LabelGPUProduct, product, sharedMark, product)
+			c.errorf(sp.Key(config.LabelGPUProduct), product, "the pool shares its GPUs (%s) under the default resource name, so feature discovery writes %s=%s%s on its nodes, and a node selected by %q leaves the pool as soon as sharing applies: set a resourceName of your own (e.g. \"nvidia.com/gpu.shared\", which keeps the product label as it is), or select on a label a person sets",
+				strategy, config.LabelGPUProduct, product, sharedMark, product)
 		case !marked && strings.HasSuffix(product, sharedMark):
-			c.errorf(sp.Key(config.LabelGPUProduct), product, "feature discovery adds %s only to a GPU time-sliced under the default resource name, which this pool's settings are not: select %q", sharedMark, strings.TrimSuffix(product, sharedMark))
+			c.errorf(sp.Key(config.LabelGPUProduct), product, "feature discovery adds %s only to a GPU shared (time-slicing or MPS) under the default resource name, which this pool's settings are not: select %q", sharedMark, strings.TrimSuffix(product, sharedMark))
 		}
 	}
 }

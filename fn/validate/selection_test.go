@@ -111,7 +111,7 @@ func TestPoolSelectionContradictions(t *testing.T) {
 		"selecting a -SHARED product without sharing": {
 			doc:   pool("    nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB-SHARED}\n"),
 			fixed: pool("    nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB-SHARED}\n    devicePlugin: {sharing: {timeSlicing: {replicas: 2}}}\n"),
-			field: "spec.nodePools[0].nodeSelector[nvidia.com/gpu.product]", msg: "only to a GPU time-sliced",
+			field: "spec.nodePools[0].nodeSelector[nvidia.com/gpu.product]", msg: "only to a GPU shared (time-slicing or MPS)",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

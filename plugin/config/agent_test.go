@@ -138,7 +138,7 @@ func TestMPSSharingIsChecked(t *testing.T) {
 		{func(d *DevicePlugin) { d.Sharing.MPS.Replicas = 49 }, "field sharing.mps.replicas: 49 is over 48"},
 		{func(d *DevicePlugin) { d.Sharing.TimeSlicing.Replicas = 2 }, "field sharing: mps and timeSlicing replicas 2 are both set"},
 		{func(d *DevicePlugin) { d.MIGStrategy = MIGMixed }, "field migStrategy: mixed with sharing.mps"},
-		{func(d *DevicePlugin) { d.MIGStrategy = MIGSingle }, "field migStrategy: single with sharing.mps"},
+		{func(d *DevicePlugin) { d.MIGStrategy = MIGSingle }, ""}, // whole GPUs where none is in MIG mode, as NVIDIA's
 		{func(d *DevicePlugin) { d.Allocation = AllocationDRA }, "field sharing.mps with allocation dra"},
 	} {
 		cfg := DefaultDevicePlugin()

@@ -174,7 +174,7 @@ func ValidateDevicePlugin(cfg DevicePlugin) error {
 }
 
 // validateMPS refuses what k8s-device-plugin v0.17.4 refuses with sharing.mps (fewer than 2
-// replicas, migStrategy mixed, MIG devices) and what the MPS server cannot serve (more than
+// replicas, migStrategy mixed; MIG devices are the daemon's to refuse on the node) and what the MPS server cannot serve (more than
 // MaxMPSClients clients per GPU), and time-slicing beside it.
 func validateMPS(cfg DevicePlugin) error {
 	m := cfg.Sharing.MPS
@@ -188,8 +188,10 @@ func validateMPS(cfg DevicePlugin) error {
 		return fmt.Errorf("field sharing.mps.replicas: %d is over %d: the MPS server accepts at most %d clients per GPU; use at most %d", m.Replicas, MaxMPSClients, MaxMPSClients, MaxMPSClients)
 	case cfg.Sharing.TimeSlicing.Replicas > 1:
 		return fmt.Errorf("field sharing: mps and timeSlicing replicas %d are both set; a GPU is shared one way: keep one", cfg.Sharing.TimeSlicing.Replicas)
-	case cfg.MIGStrategy != MIGNone:
-		return fmt.Errorf("field migStrategy: %s with sharing.mps: MPS does not share MIG devices (k8s-device-plugin refuses it too); use migStrategy none", cfg.MIGStrategy)
+	case cfg.MIGStrategy == MIGMixed:
+		// single is k8s-device-plugin's too: whole GPUs where none is in MIG mode, which the
+		// MPS control daemon checks on the node.
+		return errors.New("field migStrategy: mixed with sharing.mps: MPS does not share MIG devices (k8s-device-plugin refuses it too); use migStrategy none")
 	case cfg.Allocation == AllocationDRA:
 		return fmt.Errorf("field sharing.mps with allocation dra: the DRA plugin shares GPUs per claim (a GpuConfig with sharing.strategy MPS), not per pool")
 	}

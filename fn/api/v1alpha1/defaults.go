@@ -118,6 +118,22 @@ func (t *TimeSlicing) GetReplicas() int {
 	return *t.Replicas
 }
 
+// GetMPS is the MPS sharing set, or nil.
+func (s *Sharing) GetMPS() *MPS {
+	if s == nil {
+		return nil
+	}
+	return s.MPS
+}
+
+// GetReplicas is the number of MPS clients per GPU: the value set, else 0 (no MPS).
+func (m *MPS) GetReplicas() int {
+	if m == nil || m.Replicas == nil {
+		return 0
+	}
+	return *m.Replicas
+}
+
 // GetDiscovery is who sets nvidia.com/gpu.present: the value set, else the default.
 func (s *Spec) GetDiscovery() string {
 	if s == nil || s.Discovery == "" {
@@ -232,11 +248,22 @@ func defaultDevicePlugin(dp *DevicePlugin, base DevicePlugin) {
 	if dp.Sharing == nil {
 		dp.Sharing = &Sharing{}
 	}
+	// A pool that names a way of sharing takes none from the base: time-slicing there and MPS
+	// here (or the reverse) would be both, which a GPU cannot do.
+	ownTimeSlicing := dp.Sharing.TimeSlicing != nil && dp.Sharing.TimeSlicing.Replicas != nil
+	ownMPS := dp.Sharing.MPS != nil
 	if dp.Sharing.TimeSlicing == nil {
 		dp.Sharing.TimeSlicing = &TimeSlicing{}
 	}
 	if dp.Sharing.TimeSlicing.Replicas == nil {
-		dp.Sharing.TimeSlicing.Replicas = ptr(base.Sharing.TimeSlicing.GetReplicas())
+		replicas := base.Sharing.TimeSlicing.GetReplicas()
+		if ownMPS {
+			replicas = config.DefaultReplicas
+		}
+		dp.Sharing.TimeSlicing.Replicas = ptr(replicas)
+	}
+	if m := base.Sharing.GetMPS(); !ownMPS && !ownTimeSlicing && m != nil {
+		dp.Sharing.MPS = &MPS{Replicas: ptr(m.GetReplicas())}
 	}
 	if dp.HealthChecks == nil {
 		dp.HealthChecks = &HealthChecks{}

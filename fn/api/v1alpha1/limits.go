@@ -18,6 +18,7 @@ type Range struct{ Min, Max int64 }
 var Limits = map[string]Range{
 	// The kubelet's ListAndWatch message limit, see config.MaxReplicas.
 	"TimeSlicing.Replicas": {Min: 1, Max: config.MaxReplicas},
+	"MPS.Replicas":         {Min: 2, Max: config.MaxMPSClients},
 	// The exporter runs without NET_BIND_SERVICE, so it cannot listen below 1024.
 	"Exporter.Port": {Min: 1024, Max: 65535},
 }

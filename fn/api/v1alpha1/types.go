@@ -258,9 +258,23 @@ type DevicePlugin struct {
 	UpdateStrategy *UpdateStrategy `json:"updateStrategy,omitempty"`
 }
 
-// Sharing of a GPU between containers.
+// Sharing of a GPU between containers: time-slicing or MPS, one of them. A node pool that sets
+// either takes neither from spec.devicePlugin.sharing.
 type Sharing struct {
 	TimeSlicing *TimeSlicing `json:"timeSlicing,omitempty"`
+	MPS         *MPS         `json:"mps,omitempty"`
+}
+
+// MPS shares every GPU between Replicas clients through NVIDIA's MPS control daemon, which runs
+// as a stage of its own (DaemonSet gpu-mps-control-daemon[-<pool>]) before the device plugin, as
+// k8s-device-plugin v0.17.4's sharing.mps does: each replica is one client with 100/replicas %
+// of the GPU's threads and 1/replicas of its memory (pinned device memory limit), and a container
+// may request one replica. Needs migStrategy none, no MIG layouts in the pool and the device
+// plugin (not allocation dra, where a claim's GpuConfig chooses MPS).
+type MPS struct {
+	// How many clients share each GPU: 2 to 48 (the MPS server of Volta and newer GPUs accepts 48
+	// clients per GPU).
+	Replicas *int `json:"replicas,omitempty"`
 }
 
 // TimeSlicing advertises every GPU Replicas times.
