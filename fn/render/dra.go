@@ -70,7 +70,8 @@ func renderDeviceClasses(c *plan) (Objects, error) {
 // renderDRAPlugin is the DRA kubelet plugin of one pool: the device-plugin stage, gated and
 // placed like the device plugin it replaces on those nodes. It writes its sockets under the
 // kubelet's plugins and plugins_registry directories and one CDI spec per prepared claim under
-// /var/run/cdi; it runs unprivileged under the nvidia runtime class (NVML is injected).
+// /var/run/cdi, and a claim's MPS control daemon under the MPS root; it runs unprivileged under
+// the nvidia runtime class (NVML and NVIDIA's programs are injected).
 func (c *plan) renderDRAPlugin(pl pool) (Object, error) {
 	vols, mounts := volumesAndMounts(
 		configMapMount("device-plugin-config", config.DevicePluginConfigMap+pl.suffix(), config.DevicePluginDir),
@@ -79,6 +80,9 @@ func (c *plan) renderDRAPlugin(pl pool) (Object, error) {
 		hostPath("cdi", cdiSpecDir, corev1.HostPathDirectoryOrCreate, cdiSpecDir, false),
 		hostPath("host-sys", "/sys", corev1.HostPathDirectory, hostRoot+"/sys", true),
 		hostPath("host-dev", "/dev", corev1.HostPathDirectory, hostRoot+"/dev", true),
+		// A claim's GpuConfig with sharing strategy MPS gets its own MPS control daemon, its
+		// pipe, log and shared memory (a tmpfs, under the host's /run) in <mps root>/dra/<id>.
+		hostPath("mps-root", config.MPSHostRoot, corev1.HostPathDirectoryOrCreate, config.MPSContainerRoot, false),
 	)
 	return c.buildPluginDaemonSet(pl, NameDRAPlugin, "dra-plugin", vols, corev1.Container{
 		Name:  "dra-plugin",
@@ -88,8 +92,13 @@ func (c *plan) renderDRAPlugin(pl pool) (Object, error) {
 			"--plugins-dir", kubeletPluginsDir,
 			"--registry-dir", kubeletPluginsRegistryDir,
 			"--cdi-dir", cdiSpecDir,
+			"--mps-dir", config.MPSContainerRoot,
 			"--host-root", hostRoot},
-		Env:       append([]corev1.EnvVar{nodeNameEnv()}, nvmlEnv()...),
+		// NVML, nvidia-smi ("utility": a claim's time-slice) and the driver's MPS programs
+		// ("compute": a claim's MPS control daemon), injected by the nvidia runtime.
+		Env: []corev1.EnvVar{nodeNameEnv(),
+			{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
+			{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "compute,utility"}},
 		Resources: resourcesOr(pl.settings.Resources, "20m", "64Mi", "256Mi"),
 		// uid 0 without capabilities or privilege: the kubelet's plugin directories and
 		// /var/run/cdi are root-owned.

@@ -45,7 +45,7 @@ func deviceID(claim types.UID, device string) string {
 // driver's control nodes, and NVIDIA_VISIBLE_DEVICES=void, which keeps nvidia-container-runtime
 // from injecting GPUs of its own (an image's NVIDIA_VISIBLE_DEVICES=all included), as NVIDIA's
 // DRA driver does.
-func (c cdiSpecs) write(claim types.UID, devs []Device) (map[string][]string, error) {
+func (c cdiSpecs) write(claim types.UID, devs []Device, sharing map[string]cdispec.ContainerEdits, rec sharingRecord) (map[string][]string, error) {
 	node, err := c.nodeDevices()
 	if err != nil {
 		return nil, err
@@ -76,8 +76,15 @@ func (c cdiSpecs) write(claim types.UID, devs []Device) (map[string][]string, er
 		// Which GPU this is, for the container's own programs and for a person: an edit of this
 		// device alone (a device entry needs at least one edit).
 		dev.ContainerEdits.Env = []string{"GPUPOLICY_DRA_DEVICE_" + strings.ToUpper(strings.ReplaceAll(d.Name, "-", "_")) + "=" + d.UUID}
+		if e, ok := sharing[d.Name]; ok { // the device's MPS daemon: its pipe and shared memory
+			dev.ContainerEdits.Env = append(dev.ContainerEdits.Env, e.Env...)
+			dev.ContainerEdits.Mounts = append(dev.ContainerEdits.Mounts, e.Mounts...)
+		}
 		spec.Devices = append(spec.Devices, dev)
 		ids[d.Name] = []string{deviceID(claim, d.Name), config.CDIKind + "=" + d.UUID}
+	}
+	if !rec.empty() {
+		spec.Annotations[annotationSharing] = rec.annotation()
 	}
 	v, err := cdispec.MinimumRequiredVersion(&spec)
 	if err != nil {
@@ -176,4 +183,52 @@ func (c cdiSpecs) prepared() (map[types.UID][]string, error) {
 func (c cdiSpecs) exists(hostPath string) bool {
 	_, err := os.Stat(filepath.Join(c.hostRoot, hostPath))
 	return err == nil
+}
+
+// read is the claim's spec as written; a missing one is an error wrapping fs.ErrNotExist.
+func (c cdiSpecs) read(claim types.UID) (cdispec.Spec, error) {
+	var spec cdispec.Spec
+	b, err := os.ReadFile(c.path(claim))
+	if err != nil {
+		return spec, err
+	}
+	return spec, json.Unmarshal(b, &spec)
+}
+
+// sharing is what the claim's preparation changed on its GPUs (none when it has no spec).
+func (c cdiSpecs) sharing(claim types.UID) (sharingRecord, error) {
+	var rec sharingRecord
+	spec, err := c.read(claim)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rec, nil
+	}
+	if err != nil {
+		return rec, err
+	}
+	if a := spec.Annotations[annotationSharing]; a != "" {
+		if err := json.Unmarshal([]byte(a), &rec); err != nil {
+			return rec, fmt.Errorf("%s: annotation %s: %w", c.path(claim), annotationSharing, err)
+		}
+	}
+	return rec, nil
+}
+
+// ids are the CDI device ids of a prepared claim, per device name, as write returned them.
+func (c cdiSpecs) ids(claim types.UID) (map[string][]string, error) {
+	spec, err := c.read(claim)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, d := range spec.Devices {
+		name := d.Annotations["gpupolicy.dev/device"]
+		var uuid string
+		for _, e := range d.ContainerEdits.Env {
+			if _, v, ok := strings.Cut(e, "="); ok && strings.HasPrefix(e, "GPUPOLICY_DRA_DEVICE_") {
+				uuid = v
+			}
+		}
+		out[name] = []string{deviceID(claim, name), config.CDIKind + "=" + uuid}
+	}
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package draplugin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,10 @@ type Options struct {
 	ProbeInterval                   time.Duration
 	WaitTimeout                     time.Duration // of one NVML event wait (tests shorten it)
 	Logger                          *slog.Logger
+	// Sharing per claim (GpuConfig): MPSDir is where the host's MPS root (MPSHostRoot) is
+	// mounted, read-write; MPSControlBinary and NvidiaSMI are NVIDIA's programs, injected by
+	// the nvidia runtime (defaults: /mps, /run/nvidia/mps, nvidia-cuda-mps-control, nvidia-smi).
+	MPSDir, MPSHostRoot, MPSControlBinary, NvidiaSMI string
 }
 
 // Driver is the gpu.nvidia.com DRA driver of one node.
@@ -62,6 +67,10 @@ func New(opts Options) (*Driver, error) {
 	if opts.NodeName == "" {
 		return nil, errors.New("the node name is required (--node-name or $NODE_NAME): ResourceSlices are published for one node")
 	}
+	opts.MPSDir = cmp.Or(opts.MPSDir, config.MPSContainerRoot)
+	opts.MPSHostRoot = cmp.Or(opts.MPSHostRoot, config.MPSHostRoot)
+	opts.MPSControlBinary = cmp.Or(opts.MPSControlBinary, config.MPSControlBinary)
+	opts.NvidiaSMI = cmp.Or(opts.NvidiaSMI, "nvidia-smi")
 	gpus, skipped, err := devices.Enumerate(opts.Lib, opts.HostRoot)
 	if err != nil {
 		return nil, err
@@ -133,6 +142,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	if d.monitor != nil {
 		d.monitor.Start(func(u health.Update) { d.recordHealth(u) })
 	}
+	d.resumeSharing()
 	if err := d.publish(ctx); err != nil {
 		return err
 	}
@@ -211,10 +221,13 @@ func (d *Driver) applyHealth(ctx context.Context, u health.Update) {
 // refused (and retried by the kubelet) when a device is not this node's, is unhealthy, or is
 // already prepared for another claim: the driver is the last line of defence against two
 // workloads on one GPU.
-func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := map[types.UID]kubeletplugin.PrepareResult{}
 	for _, c := range claims {
 		out[c.UID] = d.prepare(c)
+		if err := out[c.UID].Err; err != nil {
+			d.refuse(ctx, c, err)
+		}
 	}
 	return out, nil
 }
@@ -256,10 +269,32 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) kubeletplugin.PrepareResu
 			}
 		}
 	}
-	ids, err := d.cdi.write(c.UID, devs)
+	if _, again := d.claims[c.UID]; again {
+		// Prepared before (the kubelet retries, or restarts): its sharing is in place.
+		if ids, err := d.cdi.ids(c.UID); err == nil {
+			return d.prepared(c, names, results, ids)
+		}
+	}
+	cfgs, err := deviceConfigs(c, devs, results)
 	if err != nil {
+		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)}
+	}
+	rec, edits, err := d.applySharing(string(c.UID), cfgs)
+	if err != nil {
+		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)}
+	}
+	ids, err := d.cdi.write(c.UID, devs, edits, rec)
+	if err != nil {
+		if rerr := d.releaseSharing(rec); rerr != nil {
+			d.log.Error("cannot undo the claim's sharing", "claim", c.Namespace+"/"+c.Name, "error", rerr)
+		}
 		return kubeletplugin.PrepareResult{Err: err}
 	}
+	return d.prepared(c, names, results, ids)
+}
+
+// prepared records the claim and its result.
+func (d *Driver) prepared(c *resourceapi.ResourceClaim, names []string, results []resourceapi.DeviceRequestAllocationResult, ids map[string][]string) kubeletplugin.PrepareResult {
 	d.claims[c.UID] = names
 	res := kubeletplugin.PrepareResult{}
 	for _, r := range results {
@@ -284,11 +319,18 @@ func (d *Driver) overlaps(held []string, dev Device) bool {
 	return false
 }
 
-// UnprepareResourceClaims removes the claims' CDI specs; an unknown claim is already done.
+// UnprepareResourceClaims undoes the claims' sharing (time-slices back to Default, MPS daemons
+// stopped) and removes their CDI specs; an unknown claim is already done.
 func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := map[types.UID]error{}
 	for _, c := range claims {
-		err := d.cdi.remove(c.UID)
+		rec, err := d.cdi.sharing(c.UID)
+		if err == nil && !rec.empty() {
+			err = d.releaseSharing(rec)
+		}
+		if err == nil {
+			err = d.cdi.remove(c.UID)
+		}
 		if err == nil {
 			d.mu.Lock()
 			delete(d.claims, c.UID)

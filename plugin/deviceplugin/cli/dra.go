@@ -28,6 +28,17 @@ finds the socket again after it restarts) and serves NodePrepareResources under
 --cdi-dir/k8s.gpu.nvidia.com-claim_<uid>.json (kind k8s.gpu.nvidia.com/claim, devices
 <uid>-<device>); unprepare removes it.
 
+Sharing per claim: opaque config of driver gpu.nvidia.com in the claim or its DeviceClass,
+NVIDIA's resource.nvidia.com/v1beta1 GpuConfig (whole GPUs) or MigDeviceConfig (MIG devices),
+the claim's over the class's. sharing.strategy TimeSlicing sets each GPU's time-slice
+(timeSlicingConfig.interval Default|Short|Medium|Long, with nvidia-smi compute-policy); MPS
+starts one MPS control daemon for the config's devices (mpsConfig.defaultActiveThreadPercentage,
+defaultPinnedDeviceMemoryLimit, defaultPerDevicePinnedMemoryLimit) and gives each container
+CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps with its pipe and shared memory. Unprepare undoes both.
+A config of another kind or version, with an unknown field, or that conflicts (TimeSlicing with
+mpsConfig, a GpuConfig for a MIG device) refuses the claim: the error goes to the kubelet and an
+Event on the ResourceClaim.
+
 Health: the device plugin's rules (healthChecks in --config); an unhealthy device, or every MIG
 device of an unhealthy GPU, is withdrawn from the ResourceSlice until it recovers, and a claim
 that names it is not prepared.
@@ -40,10 +51,10 @@ Flags:
 
 // draMain is `gpu-device-plugin dra`.
 // draFlags are the DRA mode's own flags.
-type draFlags struct{ pluginsDir, registryDir, cdiDir, kubeconfig *string }
+type draFlags struct{ pluginsDir, registryDir, cdiDir, kubeconfig, mpsDir, mpsRoot *string }
 
 // draAbsolute are the DRA mode's flags that must be absolute paths.
-var draAbsolute = []string{"plugins-dir", "registry-dir", "cdi-dir"}
+var draAbsolute = []string{"plugins-dir", "registry-dir", "cdi-dir", "mps-dir", "mps-root"}
 
 // draCommand is the DRA mode's flag set: the shared flags and its own.
 func draCommand(stderr io.Writer) (*command, draFlags) {
@@ -58,6 +69,8 @@ func draCommand(stderr io.Writer) (*command, draFlags) {
 		registryDir: c.fs.String("registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory"),
 		cdiDir:      c.fs.String("cdi-dir", "/var/run/cdi", "the host's CDI spec directory, where containerd reads the per-claim specs"),
 		kubeconfig:  c.fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster service account)"),
+		mpsDir:      c.fs.String("mps-dir", config.MPSContainerRoot, "where --mps-root is mounted here, read-write: a claim's MPS control daemon keeps its pipe, log and shared memory in <mps-dir>/dra/<id>"),
+		mpsRoot:     c.fs.String("mps-root", config.MPSHostRoot, "the host's MPS root, whose dra/<id>/pipe and shm directories a claim's containers get mounted"),
 	}
 }
 
@@ -91,7 +104,8 @@ func draMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer lib.Shutdown()
 	d, err := draplugin.New(draplugin.Options{Lib: lib, Config: cfg, KubeClient: client, NodeName: *c.nodeName,
-		PluginsDir: *pluginsDir, RegistryDir: *registryDir, CDIDir: *cdiDir, HostRoot: *c.hostRoot, ProbeInterval: *c.probe, Logger: log})
+		PluginsDir: *pluginsDir, RegistryDir: *registryDir, CDIDir: *cdiDir, HostRoot: *c.hostRoot, ProbeInterval: *c.probe, Logger: log,
+		MPSDir: *f.mpsDir, MPSHostRoot: *f.mpsRoot})
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return 1

@@ -19,12 +19,10 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"golang.org/x/sys/unix"
 
 	"github.com/gpupolicy/gpupolicy/plugin/agent/hostfs"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
@@ -182,7 +180,7 @@ func (d *Daemon) start() (config.MPSStatus, error) {
 			return st, fmt.Errorf("GPU %d (%s) is in MIG mode: MPS does not share MIG devices (k8s-device-plugin refuses it too); disable MIG on it (nvidia-smi -i %d -mig 0) or move the node to a pool without sharing.mps", g.Index, g.UUID, g.Index)
 		}
 	}
-	if err := isTmpfs(d.opts.ShmDir); err != nil {
+	if err := IsTmpfs(d.opts.ShmDir, config.MPSShmDir(config.MPSHostRoot)); err != nil {
 		return st, err
 	}
 	bin, err := exec.LookPath(d.opts.ControlBinary)
@@ -201,17 +199,12 @@ func (d *Daemon) start() (config.MPSStatus, error) {
 		}
 		st.GPUs = append(st.GPUs, g.UUID)
 	}
-	pipe, logDir := d.pipeDir(), config.MPSLogDir(d.opts.Root, d.resource)
-	for _, dir := range []string{pipe, logDir} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return st, fmt.Errorf("create %s: %w", dir, err)
-		}
+	ctl := d.ctl()
+	ctl.Binary = bin
+	if err := ctl.Start(); err != nil {
+		return st, err
 	}
-	cmd := exec.Command(bin, "-d")
-	cmd.Env = d.env()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return st, fmt.Errorf("%s -d: %w: %s", bin, err, strings.TrimSpace(string(out)))
-	}
+	logDir := ctl.LogDir
 	d.mu.Lock()
 	d.running = true
 	if d.tail == nil {
@@ -299,35 +292,9 @@ func (d *Daemon) record(st config.MPSStatus, running bool) error {
 
 func (d *Daemon) pipeDir() string { return config.MPSPipeDir(d.opts.Root, d.resource) }
 
-// env is NVIDIA's Daemon.EnvVars: the directories the control program and its server use.
-func (d *Daemon) env() []string {
-	return append(os.Environ(),
-		"CUDA_MPS_PIPE_DIRECTORY="+d.pipeDir(),
-		"CUDA_MPS_LOG_DIRECTORY="+config.MPSLogDir(d.opts.Root, d.resource))
+func (d *Daemon) ctl() Control {
+	return Control{Binary: d.opts.ControlBinary, PipeDir: d.pipeDir(), LogDir: config.MPSLogDir(d.opts.Root, d.resource)}
 }
 
-// control sends one command to the control daemon through NVIDIA's control program (its
-// protocol is NVIDIA's own; EchoPipeToControl does the same) and returns the answer.
-func (d *Daemon) control(command string) (string, error) {
-	cmd := exec.Command(d.opts.ControlBinary)
-	cmd.Env = d.env()
-	cmd.Stdin = strings.NewReader(command)
-	var out, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s <<< %q: %w %s", d.opts.ControlBinary, command, err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(out.String()), nil
-}
-
-// isTmpfs refuses a /dev/shm that is not memory: the MPS server and its clients share it.
-func isTmpfs(dir string) error {
-	var fs unix.Statfs_t
-	if err := unix.Statfs(dir, &fs); err != nil {
-		return fmt.Errorf("%s (the host's %s): %w", dir, config.MPSShmDir(config.MPSHostRoot), err)
-	}
-	if fs.Type != unix.TMPFS_MAGIC {
-		return fmt.Errorf("%s (the host's %s) is not a tmpfs (filesystem type %#x): MPS shares memory through it; the host's /run must be a tmpfs, as systemd mounts it", dir, config.MPSShmDir(config.MPSHostRoot), fs.Type)
-	}
-	return nil
-}
+// control sends one command to the control daemon.
+func (d *Daemon) control(command string) (string, error) { return d.ctl().Send(command) }
