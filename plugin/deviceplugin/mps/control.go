@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-
 )
 
 // Control is one MPS control daemon as NVIDIA's control program sees it: its pipe and log
@@ -76,4 +75,3 @@ func IsTmpfs(dir, hostDir string) error {
 	}
 	return nil
 }
-
