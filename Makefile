@@ -125,12 +125,15 @@ toolkit-peers: ## build NVIDIA's nvidia-ctk-installer, runtime, hooks and config
 	@GPUPOLICY_CACHE=$(CACHE) NVIDIA_CTK_VERSION=$(NVIDIA_CTK_VERSION) hack/peers/toolkit/build.sh >/dev/null
 
 # gpu-feature-discovery's own labelers (k8s-device-plugin $(GFD_VERSION)) over the NVML mock, the
-# peer of the labels differential test (plugin/agent/cli): a copy of NVIDIA's module prepared once
-# per version, the program rebuilt each time (it links this checkout's mock; seconds when warm).
+# peer of the labels differential test (plugin/agent/cli), and beside it the same module's device
+# plugin servers answering Allocate (dp-allocate), the peer of plugin/deviceplugin's MPS and
+# time-slicing differential test: a copy of NVIDIA's module prepared once per version, the
+# programs rebuilt each time (they link this checkout's mock; seconds when warm).
 GFD_VERSION ?= v0.17.4
 GFD_LABELS ?= $(CACHE)/peers/gfd-$(GFD_VERSION)/gfd-labels
 export GPUPOLICY_GFD_LABELS_BIN := $(GFD_LABELS)
-gfd-labels: ## build gpu-feature-discovery's labelers $(GFD_VERSION) over the NVML mock into $(CACHE)/peers (test peer)
+export GPUPOLICY_DP_ALLOCATE_BIN := $(dir $(GFD_LABELS))dp-allocate
+gfd-labels: ## build gpu-feature-discovery's labelers and k8s-device-plugin's Allocate $(GFD_VERSION) over the NVML mock into $(CACHE)/peers (test peers)
 	@GPUPOLICY_CACHE=$(CACHE) GFD_VERSION=$(GFD_VERSION) hack/peers/gfd-labels/build.sh $(GFD_LABELS)
 
 # helm, the peer of the import test over the gpu-operator chart's default values (fn/importer):

@@ -18,7 +18,11 @@ var rootContainers = map[string]bool{"device-plugin": true, "dra-plugin": true, 
 var nonRootContainers = map[string]bool{"gate": true, "driver-upgrade": true, "driver-validator": true, "labels": true, "discover": true}
 
 // nvmlContainers read the GPUs through the runtime class.
-var nvmlContainers = map[string]bool{"device-plugin": true, "dra-plugin": true, "mig-manager": true, "exporter": true, "labels": true}
+var nvmlContainers = map[string]bool{"device-plugin": true, "mig-manager": true, "exporter": true, "labels": true}
+
+// computeContainers read the GPUs and run NVIDIA's MPS programs (and nvidia-smi) through the
+// runtime class: capabilities compute,utility.
+var computeContainers = map[string]bool{"mps-control-daemon": true, "dra-plugin": true}
 
 // TestContainerUsers: every rendered container states its uid, root exactly where a root-owned
 // host file or socket demands it, and the unprivileged root containers stay without
@@ -50,7 +54,7 @@ func TestContainerUsers(t *testing.T) {
 			if c.Name == "device-plugin" || c.Name == "dra-plugin" || c.Name == "exporter" || c.Name == "mps-control-daemon" { // mig-manager adds CAP_SYS_ADMIN (mig.go)
 				unprivilegedRoot(t, name+" "+o.String()+" "+c.Name, sc)
 			}
-			if c.Name == "mps-control-daemon" {
+			if computeContainers[c.Name] {
 				// NVIDIA's own: NVML ("utility") and the driver's MPS programs ("compute").
 				if env := envMap(c.Env); env["NVIDIA_VISIBLE_DEVICES"] != "all" || env["NVIDIA_DRIVER_CAPABILITIES"] != "compute,utility" {
 					t.Errorf("%s %s: container %s env %v, want all GPUs with compute,utility", name, o, c.Name, env)

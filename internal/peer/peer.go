@@ -102,3 +102,11 @@ func GFDLabels(t testing.TB) string {
 	return Bin(t, "GPUPOLICY_GFD_LABELS_BIN", "peers/gfd-v0.17.4/gfd-labels",
 		"gpu-feature-discovery's labelers are not built: run `make gfd-labels` (hack/peers/gfd-labels/build.sh), or set GPUPOLICY_GFD_LABELS_BIN")
 }
+
+// DPAllocate is k8s-device-plugin's own device plugin servers answering Allocate over the NVML
+// mock, built beside gfd-labels (hack/peers/gfd-labels/build.sh).
+func DPAllocate(t testing.TB) string {
+	t.Helper()
+	return Bin(t, "GPUPOLICY_DP_ALLOCATE_BIN", "peers/gfd-v0.17.4/dp-allocate",
+		"k8s-device-plugin's device plugin is not built: run `make gfd-labels` (hack/peers/gfd-labels/build.sh), or set GPUPOLICY_DP_ALLOCATE_BIN")
+}

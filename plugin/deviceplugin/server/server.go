@@ -87,6 +87,9 @@ func New(res devices.Resource, opts Options) *Plugin {
 // Resource is the resource name served.
 func (p *Plugin) Resource() string { return p.res.Name }
 
+// Devices are the device ids served, in ListAndWatch's order.
+func (p *Plugin) Devices() []devices.Device { return p.res.Devices }
+
 // Socket is the path of the plugin's socket.
 func (p *Plugin) Socket() string { return p.socket }
 
