@@ -21,6 +21,7 @@ import (
 	"github.com/gpupolicy/gpupolicy/e2e/internal/fakenode"
 	"github.com/gpupolicy/gpupolicy/e2e/internal/stack"
 	"github.com/gpupolicy/gpupolicy/plugin/config"
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/mps/mpstest"
 )
 
 const (
@@ -47,6 +48,10 @@ type draNode struct {
 	root string
 	cmd  *exec.Cmd
 	log  *bytes.Buffer
+	// mpsDir is the plugin's MPS root (on a tmpfs, as the host's /run is), smiLog what the
+	// stand-in nvidia-smi was asked: NVIDIA's MPS control program (mpstest, this binary) and
+	// nvidia-smi come with the driver, so the plugin runs stand-ins from its PATH.
+	mpsDir, smiLog string
 }
 
 func startDRANode(t *testing.T, name, migState string) *draNode {
@@ -57,11 +62,36 @@ func startDRANode(t *testing.T, name, migState string) *draNode {
 	if err := fakenode.WriteKubeconfig(kubeconfig, fakenode.AgentConfig(env.cfg, draNamespace, draPluginSA, name)); err != nil {
 		t.Fatal(err)
 	}
+	bin := filepath.Join(n.root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mpstest.Link(bin); err != nil {
+		t.Fatal(err)
+	}
+	n.smiLog = filepath.Join(n.root, "nvidia-smi.log")
+	writeFile(t, filepath.Join(bin, "nvidia-smi"), "#!/bin/sh\necho \"$*\" >> "+n.smiLog+"\n")
+	if err := os.Chmod(filepath.Join(bin, "nvidia-smi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mpsDir, err := os.MkdirTemp("/dev/shm", "gpupolicy-e2e-mps-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.mpsDir = mpsDir
+	t.Cleanup(func() {
+		// Claims a failed test left prepared keep their stand-in control daemons: quit them.
+		pipes, _ := filepath.Glob(filepath.Join(mpsDir, "dra", "*", "pipe"))
+		for _, p := range pipes {
+			_, _ = mpsControl(p, "quit")
+		}
+		os.RemoveAll(mpsDir)
+	})
 	n.cmd = exec.Command(filepath.Join(env.repoRoot, "bin", "gpu-device-plugin"), "dra",
 		"--nvml-mock", "dgxa100", "--node-name", name, "--kubeconfig", kubeconfig,
 		"--plugins-dir", filepath.Join(n.root, "plugins"), "--registry-dir", filepath.Join(n.root, "plugins_registry"),
-		"--cdi-dir", filepath.Join(n.root, "cdi"), "--host-root", n.root)
-	n.cmd.Env = os.Environ()
+		"--cdi-dir", filepath.Join(n.root, "cdi"), "--host-root", n.root, "--mps-dir", n.mpsDir)
+	n.cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
 	if migState != "" {
 		state := filepath.Join(n.root, "nvml-mock-mig.json")
 		b, err := os.ReadFile(migState)
@@ -224,6 +254,8 @@ func TestDRA(t *testing.T) {
 	}
 	t.Logf("unsatisfiable claim: pod conditions %v", p.Status.Conditions)
 
+	t.Run("sharing", func(t *testing.T) { draSharing(t, plain, wl) })
+
 	// doctor (the binary, reading over plain REST) says why each claim stays unallocated.
 	for pod, want := range map[string]string{
 		"dra-gpu-80gi":    "no device of class gpu.nvidia.com satisfies its selector device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0",
@@ -238,8 +270,8 @@ func TestDRA(t *testing.T) {
 }
 
 // createClaimPod creates ResourceClaim dra-<name> (one device of class, optionally with a CEL
-// selector) and pod dra-<name> that uses it.
-func createClaimPod(t *testing.T, ns, name, class, selector string) {
+// selector and device configs) and pod dra-<name> that uses it.
+func createClaimPod(t *testing.T, ns, name, class, selector string, configs ...resourcev1.DeviceClaimConfiguration) {
 	t.Helper()
 	ctx := context.Background()
 	req := resourcev1.DeviceRequest{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class}}
@@ -247,7 +279,7 @@ func createClaimPod(t *testing.T, ns, name, class, selector string) {
 		req.Exactly.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: selector}}}
 	}
 	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "dra-" + name, Namespace: ns},
-		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{req}}}}
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{req}, Config: configs}}}
 	if _, err := env.cs.ResourceV1().ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

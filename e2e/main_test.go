@@ -16,6 +16,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gpupolicy/gpupolicy/e2e/internal/cluster"
+	"github.com/gpupolicy/gpupolicy/plugin/deviceplugin/mps/mpstest"
 )
 
 // env is the control plane every test shares. Tests keep out of each other's way by using
@@ -32,6 +33,11 @@ var env struct {
 var keep = flag.Bool("keep", os.Getenv("E2E_KEEP") != "", "keep the work directory (logs, etcd data, kubeconfig) even when every test passes")
 
 func TestMain(m *testing.M) {
+	// The suite's binary is also the stand-in for NVIDIA's nvidia-cuda-mps-control, which the
+	// DRA plugin runs for a claim's MPS sharing (it comes with the driver: no GPU here).
+	if code, ran := mpstest.Main(); ran {
+		os.Exit(code)
+	}
 	flag.Parse()
 	// Flux's engine logs through controller-runtime; the suite reports API warnings and errors
 	// itself (stack.WarningRecorder), so the engine's own log is not needed.

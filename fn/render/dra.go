@@ -34,6 +34,8 @@ var draRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 	{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+	// Why a claim's device config is refused, on the claim (the kubelet tells the pod).
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 }
 
 // usesDRA reports whether any GPU node gets the DRA plugin.

@@ -217,4 +217,3 @@ func boolString(b bool) string {
 	}
 	return "rw"
 }
-
