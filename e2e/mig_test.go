@@ -58,6 +58,7 @@ spec:
 // the rendered DaemonSets start, with the node agent's identity through the guardrails.
 type migNode struct {
 	name, root, kubeconfig, agentCfg, migDir, state, podResources string
+	rendered                                                      string // the policy rendered
 }
 
 func (n *migNode) run(t *testing.T, args ...string) (string, error) {
@@ -128,24 +129,34 @@ func (n *migNode) migDevices(t *testing.T) []string {
 
 func newMIGNode(t *testing.T, d *deployment, name string, podResources string) *migNode {
 	t.Helper()
+	return newProgramNode(t, d, name, migPolicy, "mig-e2e", podResources)
+}
+
+// newProgramNode is a kwok node of the pool gpupolicy.dev/pool=<pool> of policy, whose node
+// programs the test runs itself, with the rendered configs in place and the driver and toolkit
+// stages done on its host directory.
+func newProgramNode(t *testing.T, d *deployment, name, policyYAML, pool, podResources string) *migNode {
+	t.Helper()
 	dir := t.TempDir()
 	rendered := filepath.Join(dir, "rendered")
 	policy := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policy, []byte(migPolicy), 0o644); err != nil {
+	if err := os.WriteFile(policy, []byte(policyYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(filepath.Join(env.repoRoot, "bin", "gpupolicy-fn"), "render", "-f", policy, "-o", rendered).CombinedOutput(); err != nil {
 		t.Fatalf("render: %v\n%s", err, out)
 	}
-	n := &migNode{name: name, root: filepath.Join(dir, "host"), migDir: filepath.Join(dir, "mig"), podResources: podResources}
+	n := &migNode{name: name, root: filepath.Join(dir, "host"), migDir: filepath.Join(dir, "mig"), podResources: podResources, rendered: rendered}
 	n.agentCfg = filepath.Join(dir, "agent.yaml")
 	n.state = filepath.Join(n.root, "var/lib/gpupolicy/nvml-mock-mig.json")
 	var agentCM, migCM corev1.ConfigMap
 	readObject(t, filepath.Join(rendered, "00-prereqs", "configmap-"+config.AgentConfigMap+".yaml"), &agentCM)
-	readObject(t, filepath.Join(rendered, "00-prereqs", "configmap-"+config.MIGConfigMap+".yaml"), &migCM)
 	writeFile(t, n.agentCfg, agentCM.Data[config.AgentConfigFile])
-	for k, v := range migCM.Data {
-		writeFile(t, filepath.Join(n.migDir, k), v)
+	if migFile := filepath.Join(rendered, "00-prereqs", "configmap-"+config.MIGConfigMap+".yaml"); fileExists(migFile) {
+		readObject(t, migFile, &migCM)
+		for k, v := range migCM.Data {
+			writeFile(t, filepath.Join(n.migDir, k), v)
+		}
 	}
 	cfg, err := config.LoadAgent(n.agentCfg)
 	if err != nil {
@@ -165,8 +176,13 @@ func newMIGNode(t *testing.T, d *deployment, name string, podResources string) *
 	}
 	// Not a GPU node of the deployed stack (no nvidia.com/gpu.present): its DaemonSets and
 	// the fleet's agents stay off; this test runs the node's programs itself.
-	joinNode(t, fakenode.Spec{Name: name, Labels: map[string]string{"gpupolicy.dev/pool": "mig-e2e"}})
+	joinNode(t, fakenode.Spec{Name: name, Labels: map[string]string{"gpupolicy.dev/pool": pool}})
 	return n
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func readObject(t *testing.T, path string, into any) {
