@@ -55,7 +55,9 @@ func draSharing(t *testing.T, n *draNode, ns string) {
 	if _, err := env.cs.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.cs.ResourceV1().DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = env.cs.ResourceV1().DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
+	})
 	claimConfig := func(params string) resourcev1.DeviceClaimConfiguration {
 		return resourcev1.DeviceClaimConfiguration{Requests: []string{"gpu"}, DeviceConfiguration: opaque(params)}
 	}
@@ -215,4 +217,3 @@ func readLog(path string) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return lines[len(lines)-1]
 }
-
