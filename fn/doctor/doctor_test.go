@@ -244,3 +244,27 @@ func TestKernelModulesDrift(t *testing.T) {
 		t.Errorf("driver state %+v", n.Driver)
 	}
 }
+
+// TestMPSGateClosed: on a node of an MPS pool whose control daemon cannot serve it (its GPUs in
+// MIG mode), the device plugin's gate is the one the MPS check keeps closed: doctor names it
+// with the check's reason and the stage table's fix (the daemon's record and pod).
+func TestMPSGateClosed(t *testing.T) {
+	cm := agentConfigMap()
+	cm.Data[config.AgentConfigFile] = strings.Replace(strings.Replace(cm.Data[config.AgentConfigFile],
+		"stages: {featureDiscovery: true, exporter: true}", "stages: {featureDiscovery: true, exporter: true, mps: true}", 1),
+		"sharing: {timeSlicing: {replicas: 1}}", "sharing: {timeSlicing: {replicas: 1}, mps: {replicas: 4}}", 1)
+	reason := "the MPS control daemon cannot serve this node: GPU 3 (GPU-3) is in MIG mode: MPS does not share MIG devices"
+	node := gpuNode("gpu-a",
+		withoutLabels(config.LabelDeployDevicePlugin, config.LabelDeployFeatureDiscovery, config.LabelDeployExporter),
+		withLabel(config.LabelDeployMPSControlDaemon, "true"),
+		withAnnotation(config.AnnotationGateStatus, `{"driver":{"ready":true},"container-toolkit":{"ready":true},"mps-control-daemon":{"ready":false,"reason":"`+reason+`"}}`),
+		withStackCondition("False", config.ReasonMPSNotReady, "stage mps-control-daemon: "+reason),
+		withGPUs(0, 0))
+	r := diagnoseCase(t, "node-mps-not-ready", Input{}, objects(node, cm, policyRuntimeClass()))
+	n := nodeByName(t, r, "gpu-a")
+	first, ok := firstError(n.Findings)
+	if !ok || first.Check != "gate" || !strings.Contains(first.Message, config.LabelDeployDevicePlugin+" is closed") ||
+		!strings.Contains(first.Message, "GPU 3 (GPU-3) is in MIG mode") || !strings.Contains(first.Fix, config.MPSStatusFileName) {
+		t.Fatalf("findings %+v", n.Findings)
+	}
+}

@@ -42,6 +42,9 @@ type Expectations struct {
 	Exporter            bool   `json:"exporter"`
 	// MIG are the node pools with MIG layouts.
 	MIG []MIGPoolExpectation `json:"mig,omitempty"`
+	// MPS: some device plugin shares GPUs with MPS, so the MPS control daemon's check runs
+	// between the MIG step and the device plugin's gate.
+	MPS bool `json:"mps,omitempty"`
 	// PoolDrivers are the node pools with their own driver (spec.nodePools[].driver).
 	PoolDrivers []PoolDriverExpectation `json:"poolDrivers,omitempty"`
 }
@@ -124,7 +127,7 @@ func (e Expectations) resourceNames() []string {
 
 // stages are the optional stages e enables, as the gate table (config.Gates) reads them.
 func (e Expectations) stages() config.Stages {
-	return config.Stages{FeatureDiscovery: e.FeatureDiscovery, Exporter: e.Exporter, MIG: len(e.MIG) > 0}
+	return config.Stages{FeatureDiscovery: e.FeatureDiscovery, Exporter: e.Exporter, MIG: len(e.MIG) > 0, MPS: e.MPS}
 }
 
 // defaultExpectations are the contract's defaults, used when neither -f nor the agent's
@@ -174,6 +177,7 @@ func (e *Expectations) applyAgentConfig(raw string) error {
 	}
 	e.FeatureDiscovery = agent.Stages.FeatureDiscovery
 	e.Exporter = agent.Stages.Exporter
+	e.MPS = agent.Stages.MPS
 	e.applyMIGAgent(&agent)
 	return nil
 }
