@@ -44,7 +44,7 @@ type resource struct {
 
 type result struct {
 	Responses []*pluginapi.ContainerAllocateResponse `json:"responses,omitempty"`
-	Error     string                                  `json:"error,omitempty"`
+	Error     string                                 `json:"error,omitempty"`
 }
 
 func main() {
