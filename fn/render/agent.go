@@ -59,6 +59,15 @@ func nvmlEnv() []corev1.EnvVar {
 	}
 }
 
+// computeEnv is nvmlEnv with the driver's compute programs too (NVIDIA's MPS control daemon and
+// server, which nvidia-ctk's CDI spec and the legacy hook inject for "compute").
+func computeEnv() []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
+		{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "compute,utility"},
+	}
+}
+
 // renderNodeAgent is the entry stage: on every GPU node (entry selector only), it opens the
 // stage gates in order as it verifies each stage. It only reads the host.
 func renderNodeAgent(c *plan) (Objects, error) {

@@ -65,9 +65,16 @@ func renderDevicePlugins(c *plan) (Objects, error) {
 // gate, the pool's placement (the group outside the pools excludes them), NVML through the
 // runtime class, the pool's update strategy and the pool's ConfigMap in the config hash.
 func (c *plan) buildPluginDaemonSet(pl pool, name, component string, vols []corev1.Volume, container corev1.Container) (Object, error) {
+	return c.poolDaemonSet(pl, config.StageDevicePlugin, name, component, name, vols, container)
+}
+
+// poolDaemonSet is the DaemonSet <name>[-<pool>] of stage row that runs a program of one device
+// plugin pool's nodes (the plugins, the MPS control daemon): placed as the pool, NVML through the
+// runtime class, the pool's update strategy, the pool's device plugin ConfigMap in its config hash.
+func (c *plan) poolDaemonSet(pl pool, row, name, component, serviceAccount string, vols []corev1.Volume, container corev1.Container) (Object, error) {
 	return c.build(daemonSet{
-		name: name + pl.suffix(), component: component, row: config.StageDevicePlugin,
-		serviceAccount: name,
+		name: name + pl.suffix(), component: component, row: row,
+		serviceAccount: serviceAccount,
 		placement:      placement{pool: pl.selector, exclude: c.excludedBy(pl.name)},
 		runtimeClass:   true,
 		maxUnavailable: maxUnavailableOf(pl.settings.UpdateStrategy),

@@ -98,9 +98,7 @@ func (c *plan) renderDRAPlugin(pl pool) (Object, error) {
 			"--host-root", hostRoot},
 		// NVML, nvidia-smi ("utility": a claim's time-slice) and the driver's MPS programs
 		// ("compute": a claim's MPS control daemon), injected by the nvidia runtime.
-		Env: []corev1.EnvVar{nodeNameEnv(),
-			{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
-			{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "compute,utility"}},
+		Env:       append([]corev1.EnvVar{nodeNameEnv()}, computeEnv()...),
 		Resources: resourcesOr(pl.settings.Resources, "20m", "64Mi", "256Mi"),
 		// uid 0 without capabilities or privilege: the kubelet's plugin directories and
 		// /var/run/cdi are root-owned.

@@ -39,33 +39,22 @@ func renderMPS(c *plan) (Objects, error) {
 			hostPath("mps-shm", config.MPSShmDir(config.MPSHostRoot), corev1.HostPathDirectoryOrCreate, "/dev/shm", false),
 			hostPath("host-sys", "/sys", corev1.HostPathDirectory, hostRoot+"/sys", true),
 		)
-		obj, err := c.build(daemonSet{
-			name: NameMPSControlDaemon + pl.suffix(), component: "mps-control-daemon", row: config.StageMPSControlDaemon,
-			serviceAccount: NameDevicePlugin,
-			placement:      placement{pool: pl.selector, exclude: c.excludedBy(pl.name)},
-			runtimeClass:   true,
-			maxUnavailable: maxUnavailableOf(pl.settings.UpdateStrategy),
-			configs:        [][]byte{c.devicePluginConfigs[pl.name]},
-			volumes:        vols,
-			containers: []corev1.Container{{
-				Name:  "mps-control-daemon",
-				Image: c.images.gpupolicy,
-				Command: []string{"gpu-device-plugin", "mps-control-daemon",
-					"--config", config.DevicePluginDir + "/" + config.DevicePluginFile,
-					"--mps-dir", config.MPSContainerRoot,
-					"--host-root", hostRoot},
-				Env: []corev1.EnvVar{nodeNameEnv(),
-					{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
-					{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "compute,utility"}},
-				Ports:          []corev1.ContainerPort{{Name: "health", ContainerPort: mpsPort}},
-				ReadinessProbe: httpProbe("/readyz", mpsPort, 10, 3),
-				LivenessProbe:  httpProbe("/healthz", mpsPort, 30, 3),
-				Resources:      resources("10m", "32Mi", "128Mi"),
-				// uid 0 without privilege or capabilities; the root filesystem stays read-only
-				// (the daemon writes only the MPS root and /dev/shm, both mounted).
-				SecurityContext: asRoot(unprivileged()),
-				VolumeMounts:    mounts,
-			}},
+		obj, err := c.poolDaemonSet(pl, config.StageMPSControlDaemon, NameMPSControlDaemon, "mps-control-daemon", NameDevicePlugin, vols, corev1.Container{
+			Name:  "mps-control-daemon",
+			Image: c.images.gpupolicy,
+			Command: []string{"gpu-device-plugin", "mps-control-daemon",
+				"--config", config.DevicePluginDir + "/" + config.DevicePluginFile,
+				"--mps-dir", config.MPSContainerRoot,
+				"--host-root", hostRoot},
+			Env:            append([]corev1.EnvVar{nodeNameEnv()}, computeEnv()...),
+			Ports:          []corev1.ContainerPort{{Name: "health", ContainerPort: mpsPort}},
+			ReadinessProbe: httpProbe("/readyz", mpsPort, 10, 3),
+			LivenessProbe:  httpProbe("/healthz", mpsPort, 30, 3),
+			Resources:      resources("10m", "32Mi", "128Mi"),
+			// uid 0 without privilege or capabilities; the root filesystem stays read-only
+			// (the daemon writes only the MPS root and /dev/shm, both mounted).
+			SecurityContext: asRoot(unprivileged()),
+			VolumeMounts:    mounts,
 		})
 		if err != nil {
 			return nil, err

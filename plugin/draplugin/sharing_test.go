@@ -23,12 +23,7 @@ import (
 )
 
 // The test binary is also the stand-in for NVIDIA's nvidia-cuda-mps-control (mpstest).
-func TestMain(m *testing.M) {
-	if code, ran := mpstest.Main(); ran {
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { os.Exit(mpstest.Run(m)) }
 
 // sharingDriver is a driver whose NVIDIA programs are stand-ins: nvidia-cuda-mps-control
 // (mpstest) and an nvidia-smi that records its arguments; its MPS root is on a tmpfs.

@@ -19,12 +19,7 @@ import (
 )
 
 // The test binary is also the stand-in for NVIDIA's nvidia-cuda-mps-control (mpstest).
-func TestMain(m *testing.M) {
-	if code, ran := mpstest.Main(); ran {
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { os.Exit(mpstest.Run(m)) }
 
 type fixture struct {
 	root, bin string

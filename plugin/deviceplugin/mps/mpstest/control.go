@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -145,6 +146,14 @@ func client(pipe string) int {
 		return 1
 	}
 	return 0
+}
+
+// Run is a test binary's TestMain body: the stand-in when run as Name, else the tests.
+func Run(m *testing.M) int {
+	if code, ran := Main(); ran {
+		return code
+	}
+	return m.Run()
 }
 
 // Link makes dir/Name, a symbolic link to this test binary, and returns its path.
