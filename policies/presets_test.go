@@ -147,6 +147,7 @@ var expectedResults = map[string][]string{
 	"driver-container":            {"info spec.containerRuntime.version"},
 	"dra-training":                nil,
 	"inference-training-pools":    nil,
+	"mps-inference":               nil,
 	"preinstalled-containerd-1.7": {"info spec.containerRuntime.version"},
 }
 
