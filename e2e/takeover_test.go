@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,7 +72,7 @@ type takeover struct {
 // node carries the operator's labels, and doctor finds nothing.
 func TestTakeOverFromGPUOperator(t *testing.T) {
 	ctx := context.Background()
-	to := startTakeover(t)
+	to := startTakeover(t, "takeover")
 
 	// The operator's cluster: nodes with NFD's labels, the ClusterPolicy of the chart's defaults.
 	to.nodes = []string{"takeover-gpu-1", "takeover-gpu-2"}
@@ -180,14 +181,14 @@ func TestTakeOverFromGPUOperator(t *testing.T) {
 	}
 }
 
-func startTakeover(t *testing.T) *takeover {
+func startTakeover(t *testing.T, name string) *takeover {
 	t.Helper()
 	ctx := context.Background()
 	peerBuild, err := operator.Ensure(filepath.Join(env.repoRoot, "e2e", "hack", "build-operator.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	to := &takeover{dir: filepath.Join(env.workDir, "takeover"), chart: peerBuild.Chart}
+	to := &takeover{dir: filepath.Join(env.workDir, name), chart: peerBuild.Chart}
 	to.c = ownControlPlane(t, to.dir, cluster.Options{})
 	cfg := to.c.RESTConfig()
 	if to.cs, err = kubernetes.NewForConfig(cfg); err != nil {
@@ -283,7 +284,7 @@ func (to *takeover) nodeLabels(t *testing.T, name string) map[string]string {
 
 // applyChartClusterPolicy renders the chart's ClusterPolicy from its default values with the
 // real helm and creates it, as `helm install gpu-operator` does.
-func (to *takeover) applyChartClusterPolicy(t *testing.T) {
+func (to *takeover) applyChartClusterPolicy(t *testing.T, edits ...func(*unstructured.Unstructured)) {
 	t.Helper()
 	cmd := exec.Command(peer.Helm(t), "template", "gpu-operator", to.chart, "--namespace", operatorNamespace,
 		"--show-only", "templates/clusterpolicy.yaml")
@@ -298,6 +299,9 @@ func (to *takeover) applyChartClusterPolicy(t *testing.T) {
 	objs, err := utils.ReadObjects(bytes.NewReader(out))
 	if err != nil || len(objs) != 1 || objs[0].GetKind() != "ClusterPolicy" {
 		t.Fatalf("helm template gave %d objects (%v), want one ClusterPolicy", len(objs), err)
+	}
+	for _, edit := range edits {
+		edit(objs[0])
 	}
 	if _, err := to.dyn.Resource(clusterPolicyGVR).Create(context.Background(), objs[0], metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
