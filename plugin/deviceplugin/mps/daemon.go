@@ -133,11 +133,13 @@ func (d *Daemon) reconcile() error {
 	running := d.running
 	d.mu.Unlock()
 	if running {
-		if _, err := d.control("get_default_active_thread_percentage"); err == nil {
-			return d.record(d.status, true)
-		} else {
-			d.log.Error("the MPS control daemon stopped answering; starting it again", "error", err)
+		if d.ctl().Answers() {
+			d.mu.Lock()
+			st := d.status
+			d.mu.Unlock()
+			return d.record(st, true)
 		}
+		d.log.Error("the MPS control daemon stopped answering; starting it again")
 	}
 	st, err := d.start()
 	if err != nil {
