@@ -112,7 +112,7 @@ nodePools: [{name: a, nodeSelector: {pool: a}, driver: {source: container}}]`},
 	poolDevicePluginOnly("deviceListStrategy", "envvar"),
 	func() Effect {
 		e := poolDevicePluginOnly("sharing", `{timeSlicing: {replicas: 4}}`)
-		e.Fix += " (under DRA, pods share a GPU by referencing one ResourceClaim, not by time-sliced replicas)"
+		e.Fix += " (under DRA, pods share a GPU by referencing one ResourceClaim, not by replicas; the claim's GpuConfig chooses time-slicing or MPS)"
 		return e
 	}(),
 	{
