@@ -203,7 +203,12 @@ func (d *Daemon) start() (config.MPSStatus, error) {
 	}
 	ctl := d.ctl()
 	ctl.Binary = bin
-	if err := ctl.Start(); err != nil {
+	if ctl.Answers() {
+		// A control daemon already serves the pipe: one that outlived its pod, or, during a
+		// hand-over from the GPU Operator, the operator's (same root, same paths). A second
+		// would be refused ("already running"); take this one and give it this pool's limits.
+		d.log.Info("a control daemon already answers on the pipe: using it", "pipe", ctl.PipeDir)
+	} else if err := ctl.Start(); err != nil {
 		return st, err
 	}
 	logDir := ctl.LogDir

@@ -244,3 +244,33 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// A control daemon already serving the pipe (the GPU Operator's during a hand-over, same
+// paths) is used, not started twice, and gets the pool's limits.
+func TestDaemonUsesARunningControlDaemon(t *testing.T) {
+	f := newFixture(t)
+	ctl := Control{Binary: f.bin, PipeDir: config.MPSPipeDir(f.root, "nvidia.com/gpu"), LogDir: config.MPSLogDir(f.root, "nvidia.com/gpu")}
+	if err := ctl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ctl.Send("quit") })
+	d := f.daemon(t, "/dev/shm")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	waitFor(t, "the record", func() bool { judged, _ := d.Ready(); return judged })
+	if st := f.status(t); !st.Ready {
+		t.Fatalf("record %+v", st)
+	}
+	if got, err := ctl.Send("get_default_active_thread_percentage"); err != nil || got != "25.0" {
+		t.Errorf("the running daemon's active thread percentage %q %v, want the pool's 25.0", got, err)
+	}
+	log, _ := os.ReadFile(filepath.Join(ctl.LogDir, "control.log"))
+	if n := strings.Count(string(log), "Control daemon started"); n != 1 {
+		t.Errorf("control.log shows %d starts, want 1:\n%s", n, log)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
