@@ -116,6 +116,23 @@ func draSharing(t *testing.T, n *draNode, ns string) {
 	if r := result("share-bad"); r == nil || !strings.Contains(r.Error, `unknown field "activeThreadPercentage"`) {
 		t.Errorf("prepare share-bad: %+v, want the unknown field named", r)
 	}
+	// The claim's status says it too: its device's Ready condition, written by the plugin with
+	// its own identity (RBAC resourceclaims/status patch) through the real API server.
+	eventually(t, stageTimeout, "the device's Ready=False condition in claim dra-share-bad", func() (bool, string) {
+		cl, err := env.cs.ResourceV1().ResourceClaims(ns).Get(ctx, "dra-share-bad", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, d := range cl.Status.Devices {
+			for _, c := range d.Conditions {
+				if d.Driver == config.DRADriverName && c.Type == "Ready" && c.Status == metav1.ConditionFalse &&
+					c.Reason == "InvalidDeviceConfig" && strings.Contains(c.Message, "activeThreadPercentage") {
+					return cl.Status.Allocation != nil, ""
+				}
+			}
+		}
+		return false, fmt.Sprintf("status.devices %+v", cl.Status.Devices)
+	})
 	eventually(t, stageTimeout, "the refusal's Event on claim dra-share-bad", func() (bool, string) {
 		evs, err := env.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=dra-share-bad"})
 		if err != nil {

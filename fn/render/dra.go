@@ -33,6 +33,11 @@ const (
 var draRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 	{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
+	// Its devices' Ready condition in a claim's status.devices when the claim's config is
+	// refused: the status, and the API server's per-driver check of status.devices (only its own
+	// driver's entries, only for claims allocated on the node its token is bound to).
+	{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"update"}},
+	{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/driver"}, ResourceNames: []string{config.DRADriverName}, Verbs: []string{"associated-node:update"}},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 	// Why a claim's device config is refused, on the claim (the kubelet tells the pod).
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},

@@ -225,8 +225,9 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	out := map[types.UID]kubeletplugin.PrepareResult{}
 	for _, c := range claims {
 		out[c.UID] = d.prepare(c)
-		if err := out[c.UID].Err; err != nil {
-			d.refuse(ctx, c, err)
+		var r *refusal
+		if errors.As(out[c.UID].Err, &r) {
+			d.refuse(ctx, c, r)
 		}
 	}
 	return out, nil
@@ -277,11 +278,16 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) kubeletplugin.PrepareResu
 	}
 	cfgs, err := deviceConfigs(c, devs, results)
 	if err != nil {
-		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)}
+		return kubeletplugin.PrepareResult{Err: &refusal{reason: ReasonInvalidDeviceConfig, err: fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)}}
 	}
 	rec, edits, err := d.applySharing(string(c.UID), cfgs)
 	if err != nil {
-		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)}
+		r := &refusal{reason: ReasonSharingFailed, err: fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)}
+		var inner *refusal
+		if errors.As(err, &inner) {
+			r.reason = inner.reason
+		}
+		return kubeletplugin.PrepareResult{Err: r}
 	}
 	ids, err := d.cdi.write(c.UID, devs, edits, rec)
 	if err != nil {

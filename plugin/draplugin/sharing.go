@@ -19,7 +19,10 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpupolicy/gpupolicy/plugin/config"
@@ -236,8 +239,8 @@ func (d *Driver) startMPS(claim string, g []configFor, c *configapi.MpsConfig) (
 	}
 	rec := mpsRecord{ID: mpsID(claim, uuids), Devices: uuids, GPUs: gpus, ActiveThreadPercentage: c.DefaultActiveThreadPercentage}
 	limits, err := c.PinnedMemoryLimits(uuids)
-	if err != nil {
-		return rec, cdispec.ContainerEdits{}, fmt.Errorf("request %s: %w", g[0].request, err)
+	if err != nil { // the config's own mistake, known only with the claim's devices
+		return rec, cdispec.ContainerEdits{}, &refusal{reason: ReasonInvalidDeviceConfig, err: fmt.Errorf("request %s: %w", g[0].request, err)}
 	}
 	rec.PinnedMemoryLimits = limits
 	ctl := d.mpsControl(rec.ID, strings.Join(uuids, ","))
@@ -362,21 +365,90 @@ func (r sharingRecord) annotation() string {
 	return string(b)
 }
 
-// refuse records why a claim cannot be prepared as an Event on the claim (the kubelet puts
-// the same error in the pod's FailedPrepareDynamicResources event); best effort.
-func (d *Driver) refuse(ctx context.Context, c *resourceapi.ResourceClaim, err error) {
+// Why a claim's device config keeps it from being prepared: the reason of the Event and of the
+// devices' Ready condition in the claim's status.
+const (
+	ReasonInvalidDeviceConfig = "InvalidDeviceConfig" // the config cannot be read or applied to its devices
+	ReasonSharingFailed       = "SharingFailed"       // the node could not apply it (nvidia-smi, the MPS daemon)
+)
+
+// refusal is a prepare error the claim's own config causes, with its reason.
+type refusal struct {
+	reason string
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// refuse records why a claim cannot be prepared, on the claim, where `kubectl describe
+// resourceclaim` shows it (the kubelet puts the same error in the pod's
+// FailedPrepareDynamicResources event): an Event, and a Ready=False condition on each of its
+// devices of this node in status.devices, the field the API gives drivers for their devices'
+// state (the API server lets a driver write only its own entries, through RBAC on
+// resourceclaims/driver). Best effort: failures are logged.
+func (d *Driver) refuse(ctx context.Context, c *resourceapi.ResourceClaim, r *refusal) {
 	if d.opts.KubeClient == nil {
 		return
 	}
+	log := d.log.With("claim", c.Namespace+"/"+c.Name)
 	now := metav1.Now()
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: c.Name + ".", Namespace: c.Namespace},
 		InvolvedObject: corev1.ObjectReference{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaim", Namespace: c.Namespace, Name: c.Name, UID: c.UID},
-		Reason:         "InvalidDeviceConfig", Message: err.Error(), Type: corev1.EventTypeWarning,
+		Reason:         r.reason, Message: r.Error(), Type: corev1.EventTypeWarning,
 		Source:         corev1.EventSource{Component: "gpu-dra-plugin", Host: d.opts.NodeName},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
-	if _, e := d.opts.KubeClient.CoreV1().Events(c.Namespace).Create(ctx, ev, metav1.CreateOptions{}); e != nil {
-		d.log.Warn("cannot record the claim's event", "claim", c.Namespace+"/"+c.Name, "error", e)
+	if _, err := d.opts.KubeClient.CoreV1().Events(c.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		log.Warn("cannot record the claim's event", "error", err)
 	}
+	// Read, set this driver's entries, write: the allocation and the other drivers' entries stay
+	// as the API server has them (a conflict re-reads).
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := d.opts.KubeClient.ResourceV1().ResourceClaims(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != c.UID || cur.Status.Allocation == nil {
+			return nil // another claim of that name now, or deallocated: nothing of ours to say
+		}
+		for _, res := range cur.Status.Allocation.Devices.Results {
+			if res.Driver != config.DRADriverName || res.Pool != d.opts.NodeName {
+				continue
+			}
+			setDeviceCondition(&cur.Status, res, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse,
+				Reason: r.reason, Message: r.Error(), LastTransitionTime: now, ObservedGeneration: cur.Generation})
+		}
+		_, err = d.opts.KubeClient.ResourceV1().ResourceClaims(c.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{FieldManager: config.DRADriverName})
+		return err
+	})
+	if err != nil {
+		log.Warn("cannot record the devices' condition in the claim's status", "error", err)
+	}
+}
+
+// setDeviceCondition sets cond on the status entry of the allocated device res (added when
+// missing), replacing a condition of its type.
+func setDeviceCondition(st *resourceapi.ResourceClaimStatus, res resourceapi.DeviceRequestAllocationResult, cond metav1.Condition) {
+	for i := range st.Devices {
+		e := &st.Devices[i]
+		if e.Driver == res.Driver && e.Pool == res.Pool && e.Device == res.Device && equalShareID(e.ShareID, res.ShareID) {
+			meta.SetStatusCondition(&e.Conditions, cond)
+			return
+		}
+	}
+	e := resourceapi.AllocatedDeviceStatus{Driver: res.Driver, Pool: res.Pool, Device: res.Device, Conditions: []metav1.Condition{cond}}
+	if res.ShareID != nil {
+		id := string(*res.ShareID)
+		e.ShareID = &id
+	}
+	st.Devices = append(st.Devices, e)
+}
+
+func equalShareID(a *string, b *types.UID) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == string(*b)
 }

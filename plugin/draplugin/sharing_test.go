@@ -222,6 +222,9 @@ func TestClaimConfigRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSharingDriver(t)
 			c := withConfig(claim("uid-bad", "gpu-1"), resourceapi.AllocationConfigSourceClaim, config.DRADriverName, tc.params)
+			if _, err := s.opts.KubeClient.ResourceV1().ResourceClaims("ml").Create(context.Background(), c, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 			res := s.prepare(t, c)
 			if res.Err == nil || !strings.Contains(res.Err.Error(), tc.want) || !strings.Contains(res.Err.Error(), "claim ml/c-uid-bad") {
 				t.Fatalf("prepare: %v, want an error with %q", res.Err, tc.want)
@@ -233,8 +236,21 @@ func TestClaimConfigRefusals(t *testing.T) {
 				t.Errorf("a refused claim changed the GPU: nvidia-smi %v, compute mode %d", calls, s.computeMode(t, "gpu-1"))
 			}
 			evs, _ := s.opts.KubeClient.CoreV1().Events("ml").List(context.Background(), metav1.ListOptions{})
-			if len(evs.Items) != 1 || evs.Items[0].InvolvedObject.Name != "c-uid-bad" || evs.Items[0].Reason != "InvalidDeviceConfig" || !strings.Contains(evs.Items[0].Message, tc.want) {
+			if len(evs.Items) != 1 || evs.Items[0].InvolvedObject.Name != "c-uid-bad" || evs.Items[0].Reason != ReasonInvalidDeviceConfig || !strings.Contains(evs.Items[0].Message, tc.want) {
 				t.Errorf("events on the claim: %+v", evs.Items)
+			}
+			// The device's Ready condition in the claim's status says the same.
+			got, err := s.opts.KubeClient.ResourceV1().ResourceClaims("ml").Get(context.Background(), "c-uid-bad", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ds := got.Status.Devices; len(ds) != 1 || ds[0].Device != "gpu-1" || ds[0].Driver != config.DRADriverName || len(ds[0].Conditions) != 1 ||
+				ds[0].Conditions[0].Type != "Ready" || ds[0].Conditions[0].Status != metav1.ConditionFalse ||
+				ds[0].Conditions[0].Reason != ReasonInvalidDeviceConfig || !strings.Contains(ds[0].Conditions[0].Message, tc.want) {
+				t.Errorf("claim status devices %+v", ds)
+			}
+			if got.Status.Allocation == nil {
+				t.Error("the status apply dropped the allocation")
 			}
 		})
 	}
@@ -251,4 +267,30 @@ func injectSpec(t *testing.T, dir string, ids []string) *rspec.Spec {
 		t.Fatalf("inject %v: %v", ids, err)
 	}
 	return oci
+}
+
+// A config the node cannot apply (here NVIDIA's MPS control program is missing) is the node's
+// failure, not the claim's: refused with reason SharingFailed, nothing left behind.
+func TestClaimSharingFailureIsTheNodes(t *testing.T) {
+	s := newSharingDriver(t)
+	s.opts.MPSControlBinary = filepath.Join(t.TempDir(), mpstest.Name)
+	c := withConfig(claim("uid-mps", "gpu-1"), resourceapi.AllocationConfigSourceClaim, config.DRADriverName,
+		gpuConfig+`"sharing": {"strategy": "MPS"}}`)
+	if _, err := s.opts.KubeClient.ResourceV1().ResourceClaims("ml").Create(context.Background(), c, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res := s.prepare(t, c)
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "is not in the DRA plugin's container") {
+		t.Fatalf("prepare: %v", res.Err)
+	}
+	evs, _ := s.opts.KubeClient.CoreV1().Events("ml").List(context.Background(), metav1.ListOptions{})
+	if len(evs.Items) != 1 || evs.Items[0].Reason != ReasonSharingFailed {
+		t.Errorf("events %+v", evs.Items)
+	}
+	if m := s.computeMode(t, "gpu-1"); m != nvml.COMPUTEMODE_DEFAULT {
+		t.Errorf("compute mode %d left behind, want DEFAULT", m)
+	}
+	if left, _ := filepath.Glob(filepath.Join(s.opts.MPSDir, "dra", "*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
 }
