@@ -209,17 +209,13 @@ func shortHash(uuids string) string {
 
 // mpsControl asks a claim's MPS control daemon, as an operator would with NVIDIA's program.
 func mpsControl(pipe, command string) (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
 	dir, err := os.MkdirTemp("", "mps-ctl-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, mpstest.Name)
-	if err := os.Symlink(exe, bin); err != nil {
+	bin, err := mpstest.Link(dir)
+	if err != nil {
 		return "", err
 	}
 	cmd := exec.Command(bin)

@@ -58,25 +58,26 @@ type PoolDriverExpectation struct {
 	KernelModules string            `json:"kernelModules,omitempty"`
 }
 
-// modulesFor is the kernel module flavour a node with these labels must load ("" for either).
-func (e Expectations) modulesFor(labels map[string]string) string {
+// poolDriver is the driver a node with these labels must run: its pool's own, else the
+// policy's (the agent's rule, config.Agent.DriverFor).
+func (e Expectations) poolDriver(labels map[string]string) PoolDriverExpectation {
 	for _, p := range e.PoolDrivers {
 		if config.MatchesNodeSelector(labels, p.NodeSelector) {
-			return p.KernelModules
+			return p
 		}
 	}
-	return e.DriverKernelModules
+	return PoolDriverExpectation{Version: e.DriverVersion, Enforce: e.DriverEnforce, KernelModules: e.DriverKernelModules}
 }
 
-// driverFor is the driver version and enforce rule a node with these labels must satisfy: its
-// pool's own, else the policy's (the agent's rule, config.Agent.DriverFor).
+// modulesFor is the kernel module flavour a node with these labels must load ("" for either).
+func (e Expectations) modulesFor(labels map[string]string) string {
+	return e.poolDriver(labels).KernelModules
+}
+
+// driverFor is the driver version and enforce rule a node with these labels must satisfy.
 func (e Expectations) driverFor(labels map[string]string) (version, enforce string) {
-	for _, p := range e.PoolDrivers {
-		if config.MatchesNodeSelector(labels, p.NodeSelector) {
-			return p.Version, p.Enforce
-		}
-	}
-	return e.DriverVersion, e.DriverEnforce
+	d := e.poolDriver(labels)
+	return d.Version, d.Enforce
 }
 
 // PoolExpectation is a node pool with its own device plugin resource name.

@@ -221,8 +221,8 @@ func mpsID(claim string, uuids []string) string {
 }
 
 func (d *Driver) mpsControl(id, visible string) mps.Control {
-	root := filepath.Join(d.opts.MPSDir, "dra", id)
-	return mps.Control{Binary: d.opts.MPSControlBinary, PipeDir: filepath.Join(root, "pipe"), LogDir: filepath.Join(root, "log"), VisibleDevices: visible}
+	root := filepath.Join(d.opts.MPSDir, "dra") // a claim's daemon is a resource of its own there
+	return mps.Control{Binary: d.opts.MPSControlBinary, PipeDir: config.MPSPipeDir(root, id), LogDir: config.MPSLogDir(root, id), VisibleDevices: visible}
 }
 
 // startMPS starts (or finds running) the control daemon of one config's devices, with the

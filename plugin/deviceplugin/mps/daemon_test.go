@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,11 +55,7 @@ func (f *fixture) daemon(t *testing.T, shm string) *Daemon {
 // control asks the running stand-in, as an operator would with NVIDIA's program.
 func (f *fixture) control(t *testing.T, command string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(f.bin)
-	cmd.Env = append(os.Environ(), "CUDA_MPS_PIPE_DIRECTORY="+config.MPSPipeDir(f.root, f.cfg.ResourceName))
-	cmd.Stdin = strings.NewReader(command)
-	out, err := cmd.Output()
-	return strings.TrimSpace(string(out)), err
+	return Control{Binary: f.bin, PipeDir: config.MPSPipeDir(f.root, f.cfg.ResourceName), LogDir: config.MPSLogDir(f.root, f.cfg.ResourceName)}.Send(command)
 }
 
 func (f *fixture) status(t *testing.T) config.MPSStatus {
